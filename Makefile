@@ -1,0 +1,51 @@
+# longhaul: `make run` runs config.toml's profiles on the embedded lab; `make test` runs the tests.
+# Both install what is missing first (Debian packages, the virtualenv, the C helpers) and are
+# idempotent. Run as root on Debian 12.
+
+VENV      ?= .venv
+PYTHON    ?= python3
+BIN       := build/bin
+STAMP     := $(VENV)/.longhaul-installed
+DEBSTAMP  := build/.debian-packages
+CONFIG    ?= config.toml
+PYTEST_ARGS ?=
+
+.PHONY: all setup deps venv helpers run test check clean-lab bench distclean
+
+all: setup
+
+setup: deps venv helpers
+
+deps: $(DEBSTAMP)
+$(DEBSTAMP): appliance/setup/debian-packages.txt appliance/setup/install-debian-packages.sh
+	bash appliance/setup/install-debian-packages.sh appliance/setup/debian-packages.txt
+	@mkdir -p $(dir $@) && touch $@
+
+venv: $(STAMP)
+$(STAMP): pyproject.toml $(DEBSTAMP)
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+helpers: $(BIN)/longhaul-delayline
+$(BIN)/longhaul-delayline: hardware/delayline/delayline.c hardware/delayline/Makefile $(DEBSTAMP)
+	$(MAKE) -C hardware/delayline OUT=$(abspath $(BIN))
+
+run: setup
+	$(VENV)/bin/longhaul run --config $(CONFIG)
+
+check: setup
+	$(VENV)/bin/longhaul check --config $(CONFIG)
+
+test: setup
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(VENV)/bin/python bench/run_all.py
+
+clean-lab: setup
+	$(VENV)/bin/longhaul clean
+
+distclean:
+	rm -rf $(VENV) build

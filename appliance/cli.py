@@ -1,0 +1,190 @@
+"""The longhaul command: run, check, report, clean, profiles.
+
+Exit status: 0 success, 2 a bad config or arguments (nothing was set up), 1 a failed run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .config import load_config
+from ..hardware.cleanup import Interrupted
+from .errors import ConfigError, PreflightError, RunError
+from .profiles import load_profile
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad arguments, 0 on --help
+        return int(exc.code or 0)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return args.func(args)
+    except (ConfigError, PreflightError) as exc:
+        print(f"longhaul: {exc}", file=sys.stderr)
+        return 2
+    except RunError as exc:
+        print(f"longhaul: {exc}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="longhaul", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="validate, build the lab, run the profiles, write the report")
+    run.add_argument("--config", type=Path, default=Path("config.toml"))
+    run.add_argument("--profile", action="append", dest="profiles", metavar="NAME",
+                     help="run this profile instead of config.toml's list (repeatable)")
+    run.add_argument("--out", type=Path, help="store runs below this directory instead of [store] dir")
+    run.set_defaults(func=cmd_run)
+
+    check = sub.add_parser("check", help="validate the config and profiles and run the preflight")
+    check.add_argument("--config", type=Path, default=Path("config.toml"))
+    check.add_argument("--profile", action="append", dest="profiles", metavar="NAME")
+    check.set_defaults(func=cmd_check)
+
+    report = sub.add_parser("report", help="write the report of a run from its store")
+    report.add_argument("run_dir", type=Path)
+    report.add_argument("--format", action="append", dest="formats", choices=["html", "pdf"])
+    report.set_defaults(func=cmd_report)
+
+    clean = sub.add_parser("clean", help="remove what crashed longhaul runs left behind")
+    clean.add_argument("--dry-run", action="store_true")
+    clean.set_defaults(func=cmd_clean)
+
+    profiles = sub.add_parser("profiles", help="list the profiles with one-line descriptions")
+    profiles.add_argument("--config", type=Path, default=Path("config.toml"))
+    profiles.set_defaults(func=cmd_profiles)
+    return parser
+
+
+def cmd_run(args) -> int:
+    from ..reports.render import write_report
+    from .progress import Progress
+    from .runner import Runner
+
+    config = load_config(args.config, args.profiles)
+    progress = Progress()
+    runner = Runner(config, progress, args.out)
+    try:
+        store = runner.run()
+    except Interrupted as exc:
+        progress.close()
+        print(f"longhaul: {exc}; the lab is torn down, results so far are kept", file=sys.stderr)
+        if runner.store is None:
+            return 1
+        store = runner.store
+    finally:
+        progress.close()
+    paths = write_report(store.dir, tuple(config.data.report.formats))
+    _print_results(store)
+    for path in paths:
+        print(f"report: {path}")
+    print(store.dir)
+    failed = store.manifest.get("status") != "complete"
+    return 1 if failed else 0
+
+
+def cmd_check(args) -> int:
+    from .runner import check_ccas, plan
+    from ..hardware import delayline
+    from ..hardware.features import detect
+
+    config = load_config(args.config, args.profiles)
+    cells = plan(config)
+    features = detect(delayline.helper_path())
+    console = Console()
+    console.print(f"config {config.path}: valid; {len(config.profiles)} profile(s), {len(cells)} cell(s), "
+                  f"{sum(c.repeats for c in cells)} trial(s)")
+    table = Table(title="preflight")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_row("root", _yes(features.root))
+    for tool, path in features.tools.items():
+        table.add_row(tool, path or "[red]missing[/red]")
+    table.add_row("netem", _yes(features.netem))
+    table.add_row("tbf / htb", f"{_yes(features.tbf)} / {_yes(features.htb)}")
+    table.add_row("iptables NFQUEUE", _yes(features.nfqueue))
+    table.add_row("delay-line helper", features.delayline or "[red]not built[/red]")
+    table.add_row("congestion controls", " ".join(features.congestion_controls))
+    table.add_row("delay will come from", "netem" if features.netem else "userspace delay line (NFQUEUE)")
+    console.print(table)
+    problems = features.problems()
+    if problems:
+        raise PreflightError("preflight failed:\n  - " + "\n  - ".join(problems))
+    check_ccas(config, features)
+    console.print("ready")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from ..reports.render import write_report
+
+    if not (args.run_dir / "summary.json").is_file():
+        raise ConfigError(args.run_dir, None, (), None, "not a longhaul run directory (no summary.json)")
+    for path in write_report(args.run_dir, tuple(args.formats or ("html", "pdf"))):
+        print(path)
+    return 0
+
+
+def cmd_clean(args) -> int:
+    from . import leftovers
+
+    stale = leftovers.find() if args.dry_run else leftovers.clean()
+    verb = "would remove" if args.dry_run else "removed"
+    for name in stale:
+        print(f"{verb} {name}")
+    if not stale:
+        print("nothing to clean")
+    return 0
+
+
+def cmd_profiles(args) -> int:
+    config_dir = args.config.parent if args.config.is_file() else Path(".")
+    profile_dir = config_dir / "profiles"
+    if args.config.is_file():
+        profile_dir = load_config(args.config).profile_dir
+    for path in sorted(Path(profile_dir).glob("*.toml")):
+        profile = load_profile(path)
+        print(f"{profile.name:24s} {len(profile.cells):3d} cells x {profile.meta.repeats}  {profile.meta.description}")
+    return 0
+
+
+def _print_results(store) -> None:
+    table = Table(title=f"results: {store.run_id}")
+    for column in ("cell", "scenario", "lab RTT / rate", "flows (mean Mb/s)", "Jain"):
+        table.add_column(column)
+    for cell in store.cells:
+        lab = cell.get("lab") or {}
+        lab_text = "-"
+        if lab:
+            lab_text = f"{_num(lab['rtt_ms']['measured'])} ms / {_num(lab['rate_mbps']['measured'])} Mb/s"
+        stats = (cell.get("stats") or {}).get("flows", {})
+        flows = ", ".join(f"{name} {_num(s['mean_mbps'])}±{_num(s['std_mbps'])}" for name, s in stats.items())
+        jain = cell.get("jain")
+        table.add_row(cell["id"], cell["scenario"], lab_text, flows or cell.get("status", "-"),
+                      "-" if jain is None else f"{jain:.3f}")
+    Console().print(table)
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""config.toml: which lab, where results go, which profiles run, what the report looks like."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from .errors import ConfigError
+from .profiles import Profile, find_profile, load_profile
+from .schema import Strict
+from .tomlsource import load
+
+IMPLEMENTED_BACKENDS = ("netns",)
+
+
+class LabSection(Strict):
+    backend: Literal["netns", "ssh", "qemu"] = "netns"
+
+
+class StoreSection(Strict):
+    dir: str = "runs"
+
+
+class RunSection(Strict):
+    profiles: list[str] = Field(["quickstart"], min_length=1)
+    profile_dir: str = "profiles"
+    seed: int | None = None
+
+
+class ReportSection(Strict):
+    formats: list[Literal["html", "pdf"]] = ["html", "pdf"]
+
+
+class VerifySection(Strict):
+    """How far the realised lab may be from its configuration before a cell is refused."""
+
+    rtt_tolerance_ms: float = Field(2.0, ge=0)
+    rtt_tolerance_pct: float = Field(3.0, ge=0)
+    rate_tolerance_pct: float = Field(5.0, ge=0)
+    rate_probe_s: float = Field(3.0, gt=0, le=60)
+    attempts: int = Field(2, ge=1, le=10)
+    enabled: bool = True
+
+
+class ConfigFile(Strict):
+    lab: LabSection = LabSection()
+    store: StoreSection = StoreSection()
+    run: RunSection = RunSection()
+    report: ReportSection = ReportSection()
+    verify: VerifySection = VerifySection()
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    data: ConfigFile
+    raw: dict
+    profiles: list[Profile]
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def store_dir(self) -> Path:
+        return (self.base_dir / self.data.store.dir).resolve()
+
+    @property
+    def profile_dir(self) -> Path:
+        return (self.base_dir / self.data.run.profile_dir).resolve()
+
+
+def load_config(path: Path, profile_names: list[str] | None = None) -> Config:
+    """Load and validate config.toml and every profile it (or the command line) names."""
+    path = Path(path)
+    source = load(path)
+    try:
+        data = ConfigFile.model_validate(source.data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key; allowed here: {_allowed_keys(loc)}"
+        value = err.get("input") if not isinstance(err.get("input"), dict) else None
+        raise ConfigError(path, source.line_of(loc), loc, value, msg) from None
+    if data.lab.backend not in IMPLEMENTED_BACKENDS:
+        loc = ("lab", "backend")
+        raise ConfigError(path, source.line_of(loc), loc, data.lab.backend,
+                          f"not available in this version; implemented: {', '.join(IMPLEMENTED_BACKENDS)}")
+    names = profile_names or data.run.profiles
+    profile_dir = (path.parent / data.run.profile_dir).resolve()
+    profiles = []
+    for name in names:
+        try:
+            profile_path = find_profile(name, profile_dir)
+        except ConfigError as exc:
+            loc = ("run", "profiles")
+            where = path if not profile_names else None
+            raise ConfigError(where, source.line_of(loc) if where else None, loc, name, exc.allowed) from None
+        profiles.append(load_profile(profile_path))
+    return Config(path=path.resolve(), data=data, raw=source.data, profiles=profiles)
+
+
+def _allowed_keys(loc: tuple) -> str:
+    model = ConfigFile
+    for part in loc[:-1]:
+        field = model.model_fields.get(part)
+        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, Strict):
+            break
+        model = field.annotation
+    return ", ".join(model.model_fields)

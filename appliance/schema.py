@@ -1,0 +1,163 @@
+"""The shape of one experiment cell, checked by pydantic: what a profile may say after sweeps expand.
+
+Every model forbids unknown keys, so a typo is an error rather than a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,31}$"
+BUFFER_NAMES = ("default", "normal", "large")
+# Seed 001 section 2: default ~244 KB (left to the kernel), normal 256 MB, large 1 GB.
+BUFFER_BYTES = {"normal": 256 * 2**20, "large": 2**30}
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*$")
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def parse_queue(value, bdp_bytes: float, mtu: int) -> int:
+    """Queue size in bytes from bytes (int), '6MB', '400p' (packets of one MTU) or '1.0bdp'."""
+    if isinstance(value, bool):
+        raise ValueError("a size, not a boolean")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE.match(str(value))
+        if not match:
+            raise ValueError("bytes (6000000), a size with unit (6MB, 4MiB), packets (400p) or a BDP multiple (1bdp)")
+        number, unit = float(match.group(1)), match.group(2).lower()
+        if unit in ("p", "pkt", "pkts", "packets"):
+            size = number * mtu
+        elif unit == "bdp":
+            size = number * bdp_bytes
+        elif unit in _SIZE_UNITS:
+            size = number * _SIZE_UNITS[unit]
+        else:
+            raise ValueError(f"unknown unit {unit!r}: use B, KB, MB, GB, KiB, MiB, GiB, p or bdp")
+    size = int(size)
+    if size < 2 * mtu:
+        raise ValueError(f"the queue must hold at least two packets ({2 * mtu} bytes)")
+    return size
+
+
+class Topology(Strict):
+    pairs: int = Field(1, ge=1, le=16)
+    access_rate_mbps: float = Field(1000.0, gt=0, le=100_000)
+    bottleneck_rate_mbps: float = Field(500.0, gt=0, le=100_000)
+    rtt_ms: float = Field(128.0, ge=0, le=2000)
+    queue: int | str = "1bdp"
+    mtu: int = Field(1500, ge=576, le=9000)
+
+    @property
+    def bdp_bytes(self) -> float:
+        return self.bottleneck_rate_mbps * 1e6 / 8 * self.rtt_ms / 1e3
+
+    @property
+    def queue_bytes(self) -> int:
+        return parse_queue(self.queue, self.bdp_bytes, self.mtu)
+
+    @field_validator("queue")
+    @classmethod
+    def _queue_parses(cls, value):
+        parse_queue(value, bdp_bytes=1e9, mtu=1500)  # units only; the size is checked below
+        return value
+
+    @model_validator(mode="after")
+    def _sizes(self):
+        if self.bottleneck_rate_mbps > self.access_rate_mbps:
+            raise ValueError("bottleneck_rate_mbps must not exceed access_rate_mbps (it would not be the bottleneck)")
+        parse_queue(self.queue, self.bdp_bytes, self.mtu)
+        return self
+
+
+class Tuning(Strict):
+    cca: str = Field("cubic", pattern=r"^[a-z0-9_]+$")
+    buffer: Literal["default", "normal", "large"] | int = "large"
+
+    @field_validator("buffer")
+    @classmethod
+    def _buffer_positive(cls, value):
+        if isinstance(value, int) and value < 4096:
+            raise ValueError("a buffer in bytes must be at least 4096")
+        return value
+
+
+class Probe(Strict):
+    pair: int = Field(1, ge=1, le=16)
+    mode: Literal["burst", "interval"] = "burst"
+    interval_ms: float = Field(10.0, ge=1, le=1000)
+
+
+class Flow(Strict):
+    name: str = Field(pattern=NAME)
+    role: Literal["foreground", "background"]
+    tool: Literal["iperf3"] = "iperf3"
+    pair: int = Field(1, ge=1, le=16)
+    protocol: Literal["tcp", "udp"] = "tcp"
+    cca: str | None = Field(None, pattern=r"^[a-z0-9_]+$")
+    streams: int = Field(1, ge=1, le=128)
+    duration_s: float | None = Field(None, gt=0, le=86_400)
+    bytes: int | None = Field(None, gt=0)
+    start_s: float = Field(0.0, ge=0, le=86_400)
+    pattern: Literal["constant", "square", "bursty"] = "constant"
+    on_s: float | None = Field(None, gt=0)
+    off_s: float | None = Field(None, gt=0)
+    burst_s: float | None = Field(None, gt=0)
+    every_s: float | None = Field(None, gt=0)
+    udp_rate_mbps: float | None = Field(None, gt=0, le=100_000)
+    buffer: Literal["default", "normal", "large"] | int | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if (self.duration_s is None) == (self.bytes is None):
+            raise ValueError("give exactly one of duration_s or bytes")
+        if self.pattern == "square" and (self.on_s is None or self.off_s is None):
+            raise ValueError("pattern 'square' needs on_s and off_s")
+        if self.pattern == "bursty":
+            if self.burst_s is None or self.every_s is None:
+                raise ValueError("pattern 'bursty' (UDP(x, y) of seed 000) needs burst_s (x) and every_s (y)")
+            if self.burst_s >= self.every_s:
+                raise ValueError("burst_s must be shorter than every_s")
+        if self.pattern != "constant" and self.bytes is not None:
+            raise ValueError("a square or bursty flow is timed: use duration_s, not bytes")
+        if self.protocol == "udp" and self.udp_rate_mbps is None:
+            raise ValueError("a UDP flow needs udp_rate_mbps")
+        if self.protocol == "tcp" and self.udp_rate_mbps is not None:
+            raise ValueError("udp_rate_mbps is only for protocol = 'udp'")
+        return self
+
+
+class Cell(Strict):
+    """One point of a sweep: everything needed to build the lab and run the flows."""
+
+    topology: Topology = Topology()
+    tuning: Tuning = Tuning()
+    probe: Probe = Probe()
+    flows: list[Flow] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _pairs_exist(self):
+        names = [f.name for f in self.flows]
+        if len(set(names)) != len(names):
+            raise ValueError(f"flow names must be unique, got {names}")
+        for flow in self.flows:
+            if flow.pair > self.topology.pairs:
+                raise ValueError(f"flow {flow.name!r} uses pair {flow.pair} but topology.pairs = {self.topology.pairs}")
+        if self.probe.pair > self.topology.pairs:
+            raise ValueError(f"probe.pair = {self.probe.pair} but topology.pairs = {self.topology.pairs}")
+        return self
+
+    def flow_cca(self, flow: Flow) -> str:
+        return flow.cca or self.tuning.cca
+
+    def flow_buffer(self, flow: Flow):
+        return flow.buffer if flow.buffer is not None else self.tuning.buffer

@@ -1,0 +1,32 @@
+"""Writing the store's files: CSV tables and JSON written atomically (a crash never leaves half a file)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+
+def write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(["" if v is None else v for v in row] for row in rows)
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w") as handle:
+        json.dump(data, handle, indent=1, default=str)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path):
+    with open(path) as handle:
+        return json.load(handle)

@@ -1,0 +1,136 @@
+"""iperf3: command builders and a parser for its --json output (with --get-server-output).
+
+Per-second throughput is taken at the receiver (the server's intervals) when the server ran with
+--json, since the sender's intervals count bytes written into a socket buffer, not delivered.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+
+def server_argv(port: int, bind: str | None = None) -> list[str]:
+    argv = ["iperf3", "-s", "-p", str(port), "--json", "-i", "1"]
+    if bind:
+        argv += ["-B", bind]
+    return argv
+
+
+def client_argv(server: str, port: int, *, protocol: str = "tcp", duration_s: float | None = None,
+                bytes_: int | None = None, streams: int = 1, cca: str | None = None,
+                window_bytes: int | None = None, udp_rate_mbps: float | None = None,
+                bind: str | None = None) -> list[str]:
+    if (duration_s is None) == (bytes_ is None):
+        raise ValueError("give exactly one of duration_s or bytes_")
+    argv = ["iperf3", "-c", server, "-p", str(port), "--json", "--get-server-output", "-i", "1",
+            "-P", str(streams)]
+    argv += ["-t", f"{duration_s:g}"] if duration_s is not None else ["-n", str(bytes_)]
+    if bind:
+        argv += ["-B", bind]
+    if protocol == "udp":
+        if udp_rate_mbps is None:
+            raise ValueError("UDP needs a rate")
+        # iperf3 -b is per stream; the declared rate is the flow's total
+        argv += ["-u", "-b", f"{udp_rate_mbps * 1e6 / streams:.0f}"]
+    elif protocol == "tcp":
+        if cca:
+            argv += ["-C", cca]
+    else:
+        raise ValueError(f"unknown protocol {protocol!r}")
+    if window_bytes:
+        argv += ["-w", str(window_bytes)]
+    return argv
+
+
+@dataclass
+class Interval:
+    end_s: float
+    seconds: float
+    bytes: int
+    streams: list[int]          # bytes per stream, in stream order
+
+
+@dataclass
+class Result:
+    protocol: str
+    cca: str | None
+    streams: int
+    seconds: float
+    bytes_sent: int
+    bytes_received: int
+    retransmits: int | None
+    lost_percent: float | None
+    receiver_intervals: list[Interval] = field(default_factory=list)
+    sender_intervals: list[Interval] = field(default_factory=list)
+    local_ports: list[int] = field(default_factory=list)
+    remote_port: int | None = None
+    error: str | None = None
+
+    @property
+    def intervals(self) -> list[Interval]:
+        """The receiver's view when it is there, else the sender's; no end-of-test fragment."""
+        return merge_short_tail(self.receiver_intervals or self.sender_intervals)
+
+
+def merge_short_tail(intervals: list[Interval], min_seconds: float = 0.5) -> list[Interval]:
+    """iperf3 ends a test with a fragment of an interval (often a few ms) holding what was still in
+    flight; as a rate of its own it reads as a spike, so it is folded into the interval before it."""
+    if len(intervals) < 2 or intervals[-1].seconds >= min_seconds:
+        return intervals
+    prev, tail = intervals[-2], intervals[-1]
+    merged = Interval(tail.end_s, prev.seconds + tail.seconds, prev.bytes + tail.bytes,
+                      [a + b for a, b in zip(prev.streams, tail.streams)] if len(prev.streams) == len(tail.streams) else prev.streams)
+    return [*intervals[:-2], merged]
+
+
+def _intervals(raw: list[dict]) -> list[Interval]:
+    out = []
+    for item in raw:
+        total = item.get("sum", {})
+        out.append(Interval(end_s=float(total.get("end", 0.0)), seconds=float(total.get("seconds", 0.0)),
+                            bytes=int(total.get("bytes", 0)),
+                            streams=[int(s.get("bytes", 0)) for s in item.get("streams", [])]))
+    return out
+
+
+def parse(text: str) -> Result:
+    """Parse the client's --json output; raises ValueError if it is not iperf3 JSON at all."""
+    data = json.loads(text)
+    if not isinstance(data, dict) or "start" not in data:
+        raise ValueError("not iperf3 JSON output")
+    start = data.get("start", {})
+    end = data.get("end", {})
+    test = start.get("test_start", {})
+    protocol = str(test.get("protocol", "TCP")).lower()
+    server = data.get("server_output_json") or {}
+    if protocol == "udp":
+        total = end.get("sum", {})
+        # the client's end.sum carries the receiver's loss for UDP; the server's bytes are per interval
+        received = sum(i.bytes for i in _intervals(server.get("intervals", []))) or int(
+            total.get("bytes", 0) * (1 - total.get("lost_percent", 0.0) / 100))
+        sent, retrans, lost = int(total.get("bytes", 0)), None, total.get("lost_percent")
+    else:
+        sent = int(end.get("sum_sent", {}).get("bytes", 0))
+        received = int(end.get("sum_received", {}).get("bytes", 0))
+        retrans, lost = end.get("sum_sent", {}).get("retransmits"), None
+    connected = start.get("connected", [])
+    return Result(
+        protocol=protocol,
+        cca=end.get("sender_tcp_congestion"),
+        streams=int(test.get("num_streams", len(connected) or 1)),
+        seconds=float(end.get("sum_sent", end.get("sum", {})).get("seconds", 0.0)),
+        bytes_sent=sent, bytes_received=received, retransmits=retrans, lost_percent=lost,
+        receiver_intervals=_intervals(server.get("intervals", [])),
+        sender_intervals=_intervals(data.get("intervals", [])),
+        local_ports=[int(c["local_port"]) for c in connected if "local_port" in c],
+        remote_port=int(connected[0]["remote_port"]) if connected else None,
+        error=data.get("error"),
+    )
+
+
+def parse_version(text: str) -> str:
+    """`iperf3 --version` -> '3.12'."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    parts = first.split()
+    return parts[1] if len(parts) > 1 and parts[0] == "iperf" else first

@@ -1,0 +1,167 @@
+"""One way to run argv on a host, whatever the host is: this machine, a namespace, later SSH.
+
+Every started process gets its own session (so a stop reaches its children), is recorded in the
+run's ProcessTable by pid, and is stopped by escalation: SIGTERM to the group, wait, SIGKILL.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class CommandError(RuntimeError):
+    def __init__(self, host: str, argv: list[str], returncode: int, stderr: str):
+        self.host, self.argv, self.returncode, self.stderr = host, argv, returncode, stderr
+        super().__init__(f"on {host}: {' '.join(argv)} exited {returncode}: {stderr.strip()[:500]}")
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Process:
+    """A process this run started; stop() is safe to call any number of times."""
+
+    def __init__(self, popen: subprocess.Popen, argv: list[str], host: str, label: str,
+                 stdout_path: Path | None, stderr_path: Path | None):
+        self.popen = popen
+        self.argv = argv
+        self.host = host
+        self.label = label
+        self.stdout_path = stdout_path
+        self.stderr_path = stderr_path
+        self.started = time.monotonic()
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.popen.wait(timeout=timeout)
+
+    def stop(self, term_timeout: float = 3.0, kill_timeout: float = 3.0, sig=signal.SIGTERM) -> int | None:
+        if self.popen.poll() is not None:
+            return self.popen.returncode
+        for signum, timeout in ((sig, term_timeout), (signal.SIGKILL, kill_timeout)):
+            try:
+                os.killpg(self.popen.pid, signum)  # own session: pgid == pid
+            except ProcessLookupError:
+                break
+            try:
+                return self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("%s (pid %d on %s) ignored signal %d", self.label, self.pid, self.host, signum)
+        return self.popen.poll()
+
+    def read_stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace") if self.stdout_path and self.stdout_path.exists() else ""
+
+    def read_stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace") if self.stderr_path and self.stderr_path.exists() else ""
+
+
+class ProcessTable:
+    """Every process of a run, so teardown can stop them all, newest first."""
+
+    def __init__(self):
+        self._procs: list[Process] = []
+        self._lock = threading.Lock()
+
+    def add(self, proc: Process) -> None:
+        with self._lock:
+            self._procs.append(proc)
+
+    def pids(self) -> list[int]:
+        with self._lock:
+            return [p.pid for p in self._procs if p.poll() is None]
+
+    def stop_all(self, term_timeout: float = 3.0) -> None:
+        with self._lock:
+            procs = list(reversed(self._procs))
+            self._procs.clear()
+        for proc in procs:
+            proc.stop(term_timeout=term_timeout)
+
+
+class Executor:
+    """Runs argv on one host. Subclasses only say how argv reaches the host (wrap)."""
+
+    def __init__(self, name: str, procs: ProcessTable):
+        self.name = name
+        self.procs = procs
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return list(argv)
+
+    def run(self, argv: list[str], timeout: float = 30.0, check: bool = True, input: str | None = None) -> Completed:
+        full = self.wrap(argv)
+        try:
+            res = subprocess.run(full, capture_output=True, text=True, timeout=timeout, input=input,
+                                 start_new_session=True)
+        except subprocess.TimeoutExpired as exc:
+            raise CommandError(self.name, argv, -1, f"timed out after {timeout}s") from exc
+        except FileNotFoundError as exc:
+            raise CommandError(self.name, argv, 127, f"not found: {full[0]}") from exc
+        if check and res.returncode != 0:
+            raise CommandError(self.name, argv, res.returncode, res.stderr)
+        return Completed(argv, res.returncode, res.stdout, res.stderr)
+
+    def start(self, argv: list[str], label: str = "", stdout: Path | None = None,
+              stderr: Path | None = None) -> Process:
+        full = self.wrap(argv)
+        out = open(stdout, "w") if stdout else subprocess.DEVNULL
+        err = open(stderr, "w") if stderr else subprocess.DEVNULL
+        try:
+            popen = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                     start_new_session=True)
+        finally:
+            for handle in (out, err):
+                if handle is not subprocess.DEVNULL:
+                    handle.close()
+        proc = Process(popen, argv, self.name, label or argv[0], stdout, stderr)
+        self.procs.add(proc)
+        log.debug("started %s on %s: pid %d: %s", proc.label, self.name, proc.pid, " ".join(argv))
+        return proc
+
+
+class LocalExecutor(Executor):
+    pass
+
+
+class NetnsExecutor(Executor):
+    """A host that is a network namespace on this machine; `ip netns exec` execs in place, so the
+    recorded pid is the tool's own pid."""
+
+    def __init__(self, name: str, netns: str, procs: ProcessTable):
+        super().__init__(name, procs)
+        self.netns = netns
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.netns, *argv]
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.02, what: str = "condition") -> None:
+    """Poll until predicate() is true; readiness is observed, never assumed from a sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.1f}s waiting for {what}")
+        time.sleep(interval)

@@ -1,0 +1,89 @@
+"""Preflight: what this machine can do, detected (never assumed) in a scratch namespace."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+TOOLS = ("ip", "tc", "iptables", "iperf3", "fping", "ss", "sysctl")
+
+
+@dataclass(frozen=True)
+class Features:
+    root: bool
+    netem: bool
+    tbf: bool
+    htb: bool
+    nfqueue: bool
+    congestion_controls: tuple[str, ...]
+    allowed_congestion_controls: tuple[str, ...] = ()
+    tools: dict[str, str | None] = field(default_factory=dict)
+    delayline: str | None = None  # path of the built helper, if present
+
+    @property
+    def delay(self) -> str:
+        return "netem" if self.netem else "delayline"
+
+    def problems(self) -> list[str]:
+        """What stops the netns lab from running here, in words a user can act on."""
+        out = []
+        if not self.root:
+            out.append("the netns lab needs root (namespaces, qdiscs, iptables)")
+        out += [f"{tool} is not installed (make setup installs it)" for tool, path in self.tools.items() if not path]
+        if not self.tbf:
+            out.append("the tbf qdisc is not available in this kernel")
+        if not self.netem and not self.nfqueue:
+            out.append("neither netem nor iptables NFQUEUE is available: no way to add delay")
+        if not self.netem and self.nfqueue and not self.delayline:
+            out.append("no netem here and the delay-line helper is not built (make setup builds it)")
+        return out
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data["delay"] = self.delay
+        data["congestion_controls"] = list(self.congestion_controls)
+        data["allowed_congestion_controls"] = list(self.allowed_congestion_controls)
+        return data
+
+
+def _ok(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def available_ccas(kind: str = "available") -> tuple[str, ...]:
+    try:
+        text = Path(f"/proc/sys/net/ipv4/tcp_{kind}_congestion_control").read_text()
+    except OSError:
+        return ()
+    return tuple(text.split())
+
+
+def detect(delayline_path: Path | None = None) -> Features:
+    tools = {tool: shutil.which(tool) for tool in TOOLS}
+    root = os.geteuid() == 0
+    helper = str(delayline_path) if delayline_path and os.access(delayline_path, os.X_OK) else None
+    if not (root and tools["ip"] and tools["tc"]):
+        return Features(root, False, False, False, False, available_ccas(), available_ccas("allowed"), tools, helper)
+    scratch = f"lh-probe-{os.getpid()}"
+    inns = ["ip", "netns", "exec", scratch]
+    if not _ok(["ip", "netns", "add", scratch]):
+        return Features(root, False, False, False, False, available_ccas(), available_ccas("allowed"), tools, helper)
+    try:
+        _ok(inns + ["ip", "link", "set", "lo", "up"])
+        found = {}
+        for kind, args in (("netem", ["netem", "delay", "1ms"]), ("tbf", ["tbf", "rate", "1mbit", "burst", "10k", "limit", "10k"]),
+                           ("htb", ["htb"])):
+            found[kind] = _ok(inns + ["tc", "qdisc", "add", "dev", "lo", "root", *args])
+            _ok(inns + ["tc", "qdisc", "del", "dev", "lo", "root"])
+        nfqueue = bool(tools["iptables"]) and _ok(
+            inns + ["iptables", "-t", "mangle", "-A", "FORWARD", "-j", "NFQUEUE", "--queue-num", "7"])
+    finally:
+        _ok(["ip", "netns", "del", scratch])
+    return Features(root, found["netem"], found["tbf"], found["htb"], nfqueue, available_ccas(),
+                    available_ccas("allowed"), tools, helper)

@@ -1,0 +1,47 @@
+"""End-host tuning plans: congestion control and TCP buffer limits as sysctl argv lists.
+
+Buffer names follow seed 001 (section 2): `default` leaves the kernel's autotuning limits alone
+(about 244 KB per socket), `normal` allows 256 MB and `large` 1 GB; an integer is bytes. The limits
+are raised; the sockets still autotune up to them (iperf3 gets -w only for explicit bytes).
+"""
+
+from __future__ import annotations
+
+from ..appliance.schema import BUFFER_BYTES
+
+
+def buffer_limit(buffer) -> int | None:
+    if buffer == "default":
+        return None
+    if isinstance(buffer, int):
+        return buffer
+    return BUFFER_BYTES[buffer]
+
+
+def host_sysctls(cca: str, buffer, allowed_ccas: list[str]) -> dict[str, str]:
+    """A namespace may only default to an algorithm the host allows (tcp_allowed_congestion_control
+    is global, and changing it would reach beyond the lab); otherwise the namespace keeps its
+    default and every flow sets its algorithm on its own socket (iperf3 -C), which root may do."""
+    settings = {
+        # a flow's cwnd must not carry over between trials through the route metrics cache
+        "net.ipv4.tcp_no_metrics_save": "1",
+    }
+    if cca in allowed_ccas:
+        settings["net.ipv4.tcp_congestion_control"] = cca
+    limit = buffer_limit(buffer)
+    if limit is not None:
+        settings.update({
+            "net.core.rmem_max": str(limit),
+            "net.core.wmem_max": str(limit),
+            "net.ipv4.tcp_rmem": f"4096 131072 {limit}",
+            "net.ipv4.tcp_wmem": f"4096 16384 {limit}",
+        })
+    return settings
+
+
+def router_sysctls() -> dict[str, str]:
+    return {"net.ipv4.ip_forward": "1"}
+
+
+def sysctl_argv(settings: dict[str, str]) -> list[list[str]]:
+    return [["sysctl", "-q", "-w", f"{key}={value}"] for key, value in settings.items()]

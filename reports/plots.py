@@ -1,0 +1,174 @@
+"""Report figures, rendered by matplotlib into inline SVG strings.
+
+Figures are built with matplotlib.figure.Figure on an explicit Agg canvas, never through pyplot, so
+rendering keeps no global figure registry and cannot leak figures between reports. Text stays text
+in the SVG (svg.fonttype "none"): it is searchable, smaller, and WeasyPrint sets it in the page font.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import re
+from typing import Iterator, Sequence
+
+import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from .store_reader import TrialSeries
+
+WIDTH_IN, HEIGHT_IN = 7.2, 2.3
+# Time-series axes share one fixed frame (legend outside on the right) so that the figures of a
+# cell line up vertically and their time axes can be compared by eye.
+TIME_FRAME = {"left": 0.085, "right": 0.80, "bottom": 0.19, "top": 0.88}
+TRIAL_STYLES = ("-", "--", ":", "-.")
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+RC = {"font.size": 8.5, "axes.titlesize": 10, "axes.titleweight": "bold", "legend.fontsize": 7.5,
+      "svg.fonttype": "none", "font.family": "DejaVu Sans"}
+
+
+def flow_colors(names: Sequence[str]) -> dict[str, str]:
+    """One colour per flow name for the whole report, so "fg" looks the same in every figure."""
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(dict.fromkeys(names))}
+
+
+def throughput_timeseries(cell_id: str, trials: list[tuple[int, TrialSeries]],
+                          colors: dict[str, str]) -> str | None:
+    """Aggregate throughput per flow over time: colour = flow, line style = trial."""
+    drawn = [(k, s) for k, s in trials if s.throughput]
+    if not drawn:
+        return None
+    with _figure() as (fig, ax):
+        for i, (k, series) in enumerate(drawn):
+            for flow, (t, v) in series.throughput.items():
+                ax.plot(t, v, TRIAL_STYLES[i % len(TRIAL_STYLES)], color=colors.get(flow, "k"), lw=1.0)
+        flows = list(dict.fromkeys(f for _, s in drawn for f in s.throughput))
+        # Legend by proxy: one entry per flow (colour) and per trial (style), not flows x trials.
+        for flow in flows:
+            ax.plot([], [], "-", color=colors.get(flow, "k"), lw=2, label=flow)
+        for i, (k, _) in enumerate(drawn):
+            ax.plot([], [], TRIAL_STYLES[i % len(TRIAL_STYLES)], color="0.3", lw=1.0, label=f"trial {k}")
+        _decorate(ax, f"Throughput over time: {cell_id}", "time since trial start (s)",
+                  "throughput (Mb/s)")
+        ax.set_ylim(bottom=0)
+        return _to_svg(fig, f"thr-{cell_id}")
+
+
+def rtt_timeseries(cell_id: str, trials: list[tuple[int, TrialSeries]],
+                   idle_ms: float | None) -> str | None:
+    """Probe RTT per trial, with the idle (empty-path) RTT as the floor it inflates from."""
+    drawn = [(k, s) for k, s in trials if s.rtt is not None and s.rtt[0].size]
+    if not drawn:
+        return None
+    with _figure() as (fig, ax):
+        for i, (k, series) in enumerate(drawn):
+            ax.plot(*series.rtt, TRIAL_STYLES[i % len(TRIAL_STYLES)], color=PALETTE[i % len(PALETTE)],
+                    lw=1.0, label=f"trial {k}")
+        if idle_ms is not None:
+            ax.axhline(idle_ms, color="black", ls="--", lw=1.0, label=f"idle RTT\n({idle_ms:.1f} ms)")
+        _decorate(ax, f"RTT over time: {cell_id}", "time since trial start (s)", "RTT (ms)")
+        return _to_svg(fig, f"rtt-{cell_id}")
+
+
+def inflight_timeseries(cell_id: str, trial: int, series: TrialSeries, colors: dict[str, str],
+                        bdp_bytes: float | None) -> str | None:
+    """Bytes in flight per TCP flow (summed over its sockets) against the path's BDP."""
+    if not series.inflight:
+        return None
+    with _figure() as (fig, ax):
+        for flow, (t, v) in series.inflight.items():
+            ax.plot(t, v / 1e6, color=colors.get(flow, "k"), lw=0.9, label=f"{flow}, trial {trial}")
+        if bdp_bytes:
+            ax.axhline(bdp_bytes / 1e6, color="black", ls="--", lw=1.0,
+                       label=f"BDP\n({bdp_bytes / 1e6:.1f} MB)")
+        _decorate(ax, f"Bytes in flight (tcp_info): {cell_id}", "time since trial start (s)",
+                  "bytes in flight (MB)")
+        ax.set_ylim(bottom=0)
+        return _to_svg(fig, f"inf-{cell_id}")
+
+
+def throughput_bars(cells: list[dict], colors: dict[str, str]) -> str | None:
+    """Mean throughput per cell and flow, error bars = std over repeats, paper values as markers."""
+    groups = [c for c in cells if (c.get("stats") or {}).get("flows")]
+    if not groups:
+        return None
+    names = list(colors)
+    width = 0.8 / max(1, max(len(c["stats"]["flows"]) for c in groups))
+    with _figure(height=HEIGHT_IN + 0.5, frame=None) as (fig, ax):
+        seen: set[str] = set()
+        for x, cell in enumerate(groups):
+            flows = [n for n in names if n in cell["stats"]["flows"]]
+            refs = ((cell.get("reference") or {}).get("values")) or {}
+            for j, name in enumerate(flows):
+                pos = x + (j - (len(flows) - 1) / 2) * width
+                st = cell["stats"]["flows"][name]
+                ax.bar(pos, st["mean_mbps"], width * 0.9, yerr=st.get("std_mbps") or 0,
+                       capsize=3, color=colors[name], label=None if name in seen else name)
+                seen.add(name)
+                if _number(refs.get(name)) is not None:
+                    ax.plot(pos, refs[name], "D", color="black", ms=5,
+                            label=None if "paper" in seen else "paper (reference)")
+                    seen.add("paper")
+        ax.set_xticks(range(len(groups)), [_bar_label(c) for c in groups])
+        _decorate(ax, "Mean throughput per cell and flow (error bars: std over repeats)",
+                  "cell", "throughput (Mb/s)", outside=False)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.25)  # headroom so the legend row never covers a bar
+        return _to_svg(fig, "bars")
+
+
+def _bar_label(cell: dict) -> str:
+    labels = cell.get("labels") or {}
+    extra = " · ".join(str(labels[k]) for k in ("column", "mode") if labels.get(k))
+    return f"{cell['id']}\n{extra}" if extra else str(cell["id"])
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+@contextlib.contextmanager
+def _figure(height: float = HEIGHT_IN, frame: dict | None = TIME_FRAME
+            ) -> Iterator[tuple[Figure, object]]:
+    """A figure on an explicit Agg canvas; frame=None lets tight_layout place the axes instead."""
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(WIDTH_IN, height), layout=None if frame else "tight")
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        if frame:
+            fig.subplots_adjust(**frame)
+        try:
+            yield fig, ax
+        finally:
+            fig.clear()  # releases artists now rather than at the next GC pass
+
+
+def _decorate(ax, title: str, xlabel: str, ylabel: str, outside: bool = True) -> None:
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3, lw=0.5)
+    if outside:  # outside the axes the legend can never hide data
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    else:
+        ax.legend(loc="upper center", ncol=len(ax.get_legend_handles_labels()[0]), framealpha=0.9)
+
+
+def _to_svg(fig: Figure, uid: str) -> str:
+    buf = io.StringIO()
+    # hashsalt + no date make the output reproducible for the same data.
+    with matplotlib.rc_context({"svg.hashsalt": uid}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]  # drop the XML prolog and DOCTYPE: invalid inside HTML
+    return _prefix_ids(svg, re.sub(r"[^A-Za-z0-9_-]", "_", uid))
+
+
+def _prefix_ids(svg: str, prefix: str) -> str:
+    """Make ids unique per figure: several inline SVGs share one HTML id namespace."""
+    ids = set(re.findall(r'\sid="([^"]+)"', svg))
+    svg = re.sub(r'(\sid=")([^"]+)"', lambda m: f'{m.group(1)}{prefix}-{m.group(2)}"', svg)
+    return re.sub(r'(url\(#|href="#)([^")]+)',
+                  lambda m: f"{m.group(1)}{prefix}-{m.group(2)}" if m.group(2) in ids else m.group(0),
+                  svg)

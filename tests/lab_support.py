@@ -1,0 +1,58 @@
+"""Shared pieces of the lab tests: skip rules, a small profile writer, and the leak check."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def lab_skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "the netns lab needs root"
+    for tool in ("ip", "tc", "iperf3", "fping", "iptables"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed (make setup installs it)"
+    return None
+
+
+requires_lab = pytest.mark.skipif(lab_skip_reason() is not None, reason=lab_skip_reason() or "")
+
+
+def our_namespaces() -> list[str]:
+    base = Path("/run/netns")
+    names = [p.name for p in base.iterdir()] if base.is_dir() else []
+    return sorted(n for n in names if n.startswith("lh-"))
+
+
+def our_netns_etc() -> list[str]:
+    base = Path("/etc/netns")
+    return sorted(p.name for p in base.iterdir() if p.name.startswith("lh-")) if base.is_dir() else []
+
+
+def processes_with(marker: str) -> list[int]:
+    """pids whose command line mentions `marker` (a path under a test's tmp dir), ours only."""
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines() if marker in line and "ps -eo" not in line]
+
+
+def write_lab_config(tmp: Path, profile_text: str, name: str = "t", verify: str = "") -> Path:
+    (tmp / "profiles").mkdir(parents=True, exist_ok=True)
+    (tmp / "profiles" / f"{name}.toml").write_text(profile_text)
+    config = tmp / "config.toml"
+    config.write_text(f"""
+[store]
+dir = "runs"
+[run]
+profiles = ["{name}"]
+[report]
+formats = ["html"]
+[verify]
+{verify}
+""")
+    return config
