@@ -47,11 +47,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", action="append", dest="profiles", metavar="NAME",
                      help="run this profile instead of config.toml's list (repeatable)")
     run.add_argument("--out", type=Path, help="store runs below this directory instead of [store] dir")
+    run.add_argument("--time-scale", type=float, metavar="X",
+                     help="multiply every flow duration by X (overrides the profiles' time_scale)")
     run.set_defaults(func=cmd_run)
 
     check = sub.add_parser("check", help="validate the config and profiles and run the preflight")
     check.add_argument("--config", type=Path, default=Path("config.toml"))
     check.add_argument("--profile", action="append", dest="profiles", metavar="NAME")
+    check.add_argument("--time-scale", type=float, metavar="X")
     check.set_defaults(func=cmd_check)
 
     report = sub.add_parser("report", help="write the report of a run from its store")
@@ -74,7 +77,7 @@ def cmd_run(args) -> int:
     from .progress import Progress
     from .runner import Runner
 
-    config = load_config(args.config, args.profiles)
+    config = load_config(args.config, args.profiles, args.time_scale)
     progress = Progress()
     runner = Runner(config, progress, args.out)
     try:
@@ -101,7 +104,7 @@ def cmd_check(args) -> int:
     from ..hardware import delayline
     from ..hardware.features import detect
 
-    config = load_config(args.config, args.profiles)
+    config = load_config(args.config, args.profiles, args.time_scale)
     cells = plan(config)
     features = detect(delayline.helper_path())
     console = Console()

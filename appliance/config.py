@@ -17,7 +17,7 @@ IMPLEMENTED_BACKENDS = ("netns",)
 
 
 class LabSection(Strict):
-    backend: Literal["netns", "ssh", "qemu"] = "netns"
+    backend: str = "netns"
 
 
 class StoreSection(Strict):
@@ -73,9 +73,11 @@ class Config:
         return (self.base_dir / self.data.run.profile_dir).resolve()
 
 
-def load_config(path: Path, profile_names: list[str] | None = None) -> Config:
+def load_config(path: Path, profile_names: list[str] | None = None, time_scale: float | None = None) -> Config:
     """Load and validate config.toml and every profile it (or the command line) names."""
     path = Path(path)
+    if time_scale is not None and not 0 < time_scale <= 10:
+        raise ConfigError(None, None, ("--time-scale",), time_scale, "a factor in (0, 10]")
     source = load(path)
     try:
         data = ConfigFile.model_validate(source.data)
@@ -87,7 +89,7 @@ def load_config(path: Path, profile_names: list[str] | None = None) -> Config:
             msg = f"unknown key; allowed here: {_allowed_keys(loc)}"
         value = err.get("input") if not isinstance(err.get("input"), dict) else None
         raise ConfigError(path, source.line_of(loc), loc, value, msg) from None
-    if data.lab.backend not in IMPLEMENTED_BACKENDS:
+    if data.lab.backend not in IMPLEMENTED_BACKENDS:  # ssh and qemu: reserved names for what comes
         loc = ("lab", "backend")
         raise ConfigError(path, source.line_of(loc), loc, data.lab.backend,
                           f"not available in this version; implemented: {', '.join(IMPLEMENTED_BACKENDS)}")
@@ -98,10 +100,11 @@ def load_config(path: Path, profile_names: list[str] | None = None) -> Config:
         try:
             profile_path = find_profile(name, profile_dir)
         except ConfigError as exc:
+            if profile_names:
+                raise ConfigError(None, None, ("--profile",), name, exc.allowed) from None
             loc = ("run", "profiles")
-            where = path if not profile_names else None
-            raise ConfigError(where, source.line_of(loc) if where else None, loc, name, exc.allowed) from None
-        profiles.append(load_profile(profile_path))
+            raise ConfigError(path, source.line_of(loc), loc, name, exc.allowed) from None
+        profiles.append(load_profile(profile_path, time_scale))
     return Config(path=path.resolve(), data=data, raw=source.data, profiles=profiles)
 
 

@@ -68,15 +68,21 @@ class Profile:
     cells: list[CellSpec]
 
 
-def load_profile(path: Path) -> Profile:
+def load_profile(path: Path, time_scale: float | None = None) -> Profile:
+    """Load and expand a profile; `time_scale` (from the command line) overrides the profile's."""
     path = Path(path)
     source = load(path)
     raw = _validate(source, ProfileFile, source.data, {})
+    if time_scale is not None:
+        raw = raw.model_copy(update={"profile": raw.profile.model_copy(update={"time_scale": time_scale})})
     scenarios = raw.scenarios or [Scenario(name="base")]
     cells: list[CellSpec] = []
     for s_index, scenario in enumerate(scenarios):
         for params, cell_dict, origins in _expand(source, raw, scenario, s_index):
             cell = _validate(source, Cell, cell_dict, origins)
+            for keypath, value, allowed in cell.cross_field_problems():
+                where = origins.get(keypath) or _translate(keypath, origins)
+                raise ConfigError(source.path, source.line_of(where), where, value, allowed)
             cell = _scale_durations(cell, raw.profile.time_scale)
             labels = {k: v for k, v in (("column", scenario.column), ("mode", scenario.mode)) if v}
             reference = None
@@ -109,9 +115,29 @@ def _validate(source: TomlSource, model, data: dict, origins: dict):
             src_path = _translate(loc, origins)
         allowed = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            allowed = "unknown key (check the spelling; allowed keys are listed in docs/profiles.md)"
+            allowed = f"unknown key; allowed here: {', '.join(_fields_at(model, loc[:-1]))}"
         value = err.get("input") if not isinstance(err.get("input"), dict) else None
         raise ConfigError(source.path, source.line_of(src_path), src_path, value, allowed) from None
+
+
+def _fields_at(model, loc: tuple) -> list[str]:
+    """The keys a model accepts at a location (for 'unknown key' messages)."""
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        annotation = getattr(field, "annotation", None)
+        inner = getattr(annotation, "__args__", (annotation,))[0] if annotation is not None else None
+        if isinstance(inner, type) and issubclass(inner, Strict):
+            model = inner
+        elif isinstance(annotation, type) and issubclass(annotation, Strict):
+            model = annotation
+        else:
+            break
+    if model is ProfileFile and loc and loc[0] in SWEEP_SECTIONS + ("flows",):
+        from .schema import Flow, Probe, Topology, Tuning
+        model = {"topology": Topology, "tuning": Tuning, "probe": Probe, "flows": Flow}[loc[0]]
+    return list(model.model_fields)
 
 
 def _translate(loc: tuple, origins: dict) -> tuple:
@@ -163,7 +189,7 @@ def _expand(source: TomlSource, raw: ProfileFile, scenario: Scenario, s_index: i
             src = origins.get(where, where)
             raise ConfigError(source.path, source.line_of(src), src, values, "a sweep list needs at least one value")
 
-    cell_origins = dict(origins)
+    cell_origins = {k: v for k, v in origins.items() if k[0] != "flows"}
     for new_index, old_index in enumerate(keep):
         cell_origins[("flows", new_index)] = origins.get(("flows", old_index), ("flows", old_index))
         for key in flows[old_index]:

@@ -50,12 +50,13 @@ def parse_queue(value, bdp_bytes: float, mtu: int) -> int:
 
 
 class Topology(Strict):
+    # order matters: the queue's validator reads the fields declared before it
     pairs: int = Field(1, ge=1, le=16)
     access_rate_mbps: float = Field(1000.0, gt=0, le=100_000)
     bottleneck_rate_mbps: float = Field(500.0, gt=0, le=100_000)
     rtt_ms: float = Field(128.0, ge=0, le=2000)
-    queue: int | str = "1bdp"
     mtu: int = Field(1500, ge=576, le=9000)
+    queue: int | str = "1bdp"
 
     @property
     def bdp_bytes(self) -> float:
@@ -65,30 +66,44 @@ class Topology(Strict):
     def queue_bytes(self) -> int:
         return parse_queue(self.queue, self.bdp_bytes, self.mtu)
 
-    @field_validator("queue")
+    @field_validator("bottleneck_rate_mbps")
     @classmethod
-    def _queue_parses(cls, value):
-        parse_queue(value, bdp_bytes=1e9, mtu=1500)  # units only; the size is checked below
+    def _is_bottleneck(cls, value, info):
+        access = info.data.get("access_rate_mbps")
+        if access is not None and value > access:
+            raise ValueError(f"must not exceed access_rate_mbps = {access:g} (it would not be the bottleneck)")
         return value
 
-    @model_validator(mode="after")
-    def _sizes(self):
-        if self.bottleneck_rate_mbps > self.access_rate_mbps:
-            raise ValueError("bottleneck_rate_mbps must not exceed access_rate_mbps (it would not be the bottleneck)")
-        parse_queue(self.queue, self.bdp_bytes, self.mtu)
-        return self
+    @field_validator("queue", mode="before")
+    @classmethod
+    def _queue_parses(cls, value, info):
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise ValueError("a size, not a boolean or list: bytes (6000000), a size with unit (6MB, 4MiB), "
+                             "packets (400p) or a BDP multiple (1bdp)")
+        data = info.data
+        rate, rtt, mtu = data.get("bottleneck_rate_mbps"), data.get("rtt_ms"), data.get("mtu")
+        if None in (rate, rtt, mtu):
+            parse_queue(value, bdp_bytes=1e12, mtu=576)  # another field is already wrong: units only
+        else:
+            parse_queue(value, rate * 1e6 / 8 * rtt / 1e3, mtu)
+        return value
+
+
+def check_buffer(value):
+    if value in BUFFER_NAMES or value is None:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 4096:
+            raise ValueError("a buffer in bytes must be at least 4096")
+        return value
+    raise ValueError(f"one of {', '.join(BUFFER_NAMES)} (seed 001's socket buffer sizes) or a size in bytes (>= 4096)")
 
 
 class Tuning(Strict):
     cca: str = Field("cubic", pattern=r"^[a-z0-9_]+$")
     buffer: Literal["default", "normal", "large"] | int = "large"
 
-    @field_validator("buffer")
-    @classmethod
-    def _buffer_positive(cls, value):
-        if isinstance(value, int) and value < 4096:
-            raise ValueError("a buffer in bytes must be at least 4096")
-        return value
+    _buffer = field_validator("buffer", mode="before")(classmethod(lambda cls, v: check_buffer(v)))
 
 
 class Probe(Strict):
@@ -115,6 +130,8 @@ class Flow(Strict):
     every_s: float | None = Field(None, gt=0)
     udp_rate_mbps: float | None = Field(None, gt=0, le=100_000)
     buffer: Literal["default", "normal", "large"] | int | None = None
+
+    _buffer = field_validator("buffer", mode="before")(classmethod(lambda cls, v: check_buffer(v)))
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -144,17 +161,19 @@ class Cell(Strict):
     probe: Probe = Probe()
     flows: list[Flow] = Field(min_length=1)
 
-    @model_validator(mode="after")
-    def _pairs_exist(self):
-        names = [f.name for f in self.flows]
-        if len(set(names)) != len(names):
-            raise ValueError(f"flow names must be unique, got {names}")
-        for flow in self.flows:
+    def cross_field_problems(self) -> list[tuple[tuple, object, str]]:
+        """(key path, value, what is allowed) for what single fields cannot check alone."""
+        problems = []
+        seen = set()
+        for index, flow in enumerate(self.flows):
+            if flow.name in seen:
+                problems.append((("flows", index, "name"), flow.name, "flow names must be unique"))
+            seen.add(flow.name)
             if flow.pair > self.topology.pairs:
-                raise ValueError(f"flow {flow.name!r} uses pair {flow.pair} but topology.pairs = {self.topology.pairs}")
+                problems.append((("flows", index, "pair"), flow.pair, f"a pair from 1 to topology.pairs = {self.topology.pairs}"))
         if self.probe.pair > self.topology.pairs:
-            raise ValueError(f"probe.pair = {self.probe.pair} but topology.pairs = {self.topology.pairs}")
-        return self
+            problems.append((("probe", "pair"), self.probe.pair, f"a pair from 1 to topology.pairs = {self.topology.pairs}"))
+        return problems
 
     def flow_cca(self, flow: Flow) -> str:
         return flow.cca or self.tuning.cca

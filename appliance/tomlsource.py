@@ -65,6 +65,16 @@ def _decode_error_line(message: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _with_indices(key: tuple, array_counts: dict[tuple, int]) -> tuple:
+    """[scenarios.set] after [[scenarios]] belongs to the latest scenarios entry."""
+    out: tuple = ()
+    for part in key:
+        out += (part,)
+        if out in array_counts and len(out) < len(key):
+            out += (array_counts[out] - 1,)
+    return out
+
+
 def _scan_lines(text: str) -> dict[tuple, int]:
     lines: dict[tuple, int] = {}
     table: tuple = ()
@@ -78,6 +88,7 @@ def _scan_lines(text: str) -> dict[tuple, int]:
         header = _HEADER.match(raw)
         if header:
             key = _split_key(header.group(2))
+            key = _with_indices(key, array_counts)
             if header.group(1) == "[[":
                 index = array_counts.get(key, 0)
                 array_counts[key] = index + 1
@@ -89,8 +100,10 @@ def _scan_lines(text: str) -> dict[tuple, int]:
         assign = _ASSIGN.match(raw)
         if not assign:
             continue
-        key = table + _split_key(assign.group(1))
-        lines.setdefault(key, number)
+        parts = _split_key(assign.group(1))
+        for n in range(1, len(parts) + 1):  # a dotted key also defines its prefixes
+            lines.setdefault(table + parts[:n], number)
+        key = table + parts
         rest = assign.group(2)
         for quote in ('"""', "'''"):
             if rest.count(quote) == 1:

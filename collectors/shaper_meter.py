@@ -26,7 +26,7 @@ def tbf_counters(text: str) -> tuple[int, int] | None:
 def backlogged_rate(samples: list[tuple[float, int, int]], window_s: float = 1.0) -> float | None:
     """Median Mb/s over consecutive windows of `window_s` in which every sample had a backlog."""
     rates, start = [], 0
-    for end in range(1, len(samples)):
+    for end in range(len(samples)):
         if samples[end][2] == 0:
             start = end + 1
             continue

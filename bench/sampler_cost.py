@@ -1,0 +1,75 @@
+"""CPU cost of the collectors: the socket sampler at 10 Hz with 16 TCP flows, plus the RTT probe.
+
+16 paced iperf3 flows (8 pairs x 2, 5 Mb/s each) run through a real lab; the sampler and the
+burst-mode RTT probe run for WINDOW_S seconds; their CPU is this process's own CPU time plus that
+of the children it reaped in the window (ss, fping and `ip netns exec`), divided by the window.
+The iperf3 clients are reaped only after the window, so their CPU is not counted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+from longhaul.collectors.rtt_probe import RttProbe
+from longhaul.collectors.socket_sampler import SocketSampler
+from longhaul.drivers import iperf3
+from longhaul.hardware import delayline
+from longhaul.hardware.cleanup import CleanupStack
+from longhaul.hardware.executor import ProcessTable, wait_until
+from longhaul.hardware.features import detect
+from longhaul.hardware.netns_lab import LinkSettings, NetnsLab
+from longhaul.hardware.topology import dumbbell
+
+PAIRS, PER_PAIR, WINDOW_S = 8, 2, 20.0
+
+
+def cpu_s() -> float:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def run() -> dict:
+    procs, features = ProcessTable(), detect(delayline.helper_path())
+    work = Path(tempfile.mkdtemp(prefix="lh-bench-"))
+    with CleanupStack() as cleanup:
+        cleanup.push("stop processes", procs.stop_all)
+        lab = NetnsLab(dumbbell(f"{os.getpid() % 0xffffff:06x}9", PAIRS, 1000, 500),
+                       LinkSettings(20, 2_000_000, "cubic", "default"), features, procs, cleanup, work)
+        lab.build()
+        ports = {}
+        for pair in range(1, PAIRS + 1):
+            for k in range(PER_PAIR):
+                port = 5201 + 10 * pair + k
+                ports[port] = f"f{pair}.{k}"
+                lab.executor(f"D{pair}").start(iperf3.server_argv(port))
+                probe = ["ss", "-ltnH", "sport", "=", f":{port}"]
+                wait_until(lambda: bool(lab.executor(f"D{pair}").run(probe, check=False).stdout.strip()), 10)
+        clients = []
+        for port, name in ports.items():
+            pair = int(name[1:].split(".")[0])
+            argv = iperf3.client_argv(f"D{pair}", port, duration_s=WINDOW_S + 10, cca="cubic") + ["-b", "5M"]
+            clients.append(lab.executor(f"S{pair}").start(argv))
+        time.sleep(3)  # let the flows establish; this bench measures steady-state sampling
+        senders = {f"S{p}": lab.executor(f"S{p}") for p in range(1, PAIRS + 1)}
+        sampler = SocketSampler(senders, ports)
+        rtt = RttProbe(lab.executor("S1"), "D1")
+        before, t0 = cpu_s(), time.monotonic()
+        sampler.start(t0)
+        rtt.start(t0)
+        time.sleep(WINDOW_S)
+        sampler.stop()
+        rtt.stop()
+        used, elapsed = cpu_s() - before, time.monotonic() - t0
+        flows_seen = len({s.flow for s in sampler.samples})
+    return {"flows": len(ports), "flows_seen": flows_seen, "senders": PAIRS, "ticks": sampler.ticks,
+            "achieved_hz": round(sampler.ticks / elapsed, 2), "cpu_s": round(used, 2), "window_s": round(elapsed, 1),
+            "cpu_percent_of_one_core": round(100 * used / elapsed, 1)}
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=1))
