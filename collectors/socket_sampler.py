@@ -1,18 +1,22 @@
-"""tcp_info of every TCP flow, sampled at 10 Hz on the senders and keyed to flows by port.
+"""tcp_info of every TCP flow at 10 Hz on the senders, keyed to flows by port.
 
-Each flow has its own server port, so a socket belongs to the flow whose port is its destination.
-One `ss` per sending host per tick keeps the cost flat in the number of flows.
+Each flow has its own server ports, so a socket belongs to the flow whose port is its destination.
+One long-lived probe process per sending host (collectors/tcpinfo_probe.py, sock_diag netlink)
+writes JSON lines; a reader thread follows them for the live display, and stop() parses them all.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from ..drivers import ss
-from ..hardware.executor import CommandError, Executor
+from ..drivers.ss import Socket
+from ..hardware.executor import Executor, Process
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +28,7 @@ COLUMNS = ["t_s", "flow", "src", "sport", "dst", "dport", "cwnd", "bytes_in_flig
 class Sample:
     t_s: float
     flow: str
-    sock: ss.Socket
+    sock: Socket
 
     def row(self) -> list:
         s = self.sock
@@ -33,64 +37,112 @@ class Sample:
                 s.rttvar_ms, s.retrans_total, rate, s.bytes_acked]
 
 
+def probe_argv(ports: list[int], period_s: float) -> list[str]:
+    return [sys.executable, "-m", "longhaul.collectors.tcpinfo_probe", "--period", f"{period_s:g}",
+            "--ports", ",".join(str(p) for p in sorted(ports))]
+
+
+def parse_probe_line(line: str) -> tuple[float, list[Socket]] | None:
+    """One tick of the probe's output: (monotonic time, sockets); None for the header or junk."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if "t" not in data:
+        return None
+    socks = []
+    for (src, sport, dst, dport, cca, cwnd, mss, unacked, srtt_us, rttvar_us, retrans, rate_Bps,
+         acked, received) in data["s"]:
+        socks.append(Socket(src=src, sport=sport, dst=dst, dport=dport, cca=cca, cwnd=cwnd, mss=mss,
+                            unacked=unacked, srtt_ms=None if srtt_us is None else srtt_us / 1000,
+                            rttvar_ms=None if rttvar_us is None else rttvar_us / 1000, retrans_total=retrans,
+                            delivery_rate_bps=None if rate_Bps is None else rate_Bps * 8,
+                            bytes_acked=acked, bytes_received=received))
+    return float(data["t"]), socks
+
+
 class SocketSampler:
-    def __init__(self, senders: dict[str, Executor], ports: dict[int, str], period_s: float = 0.1):
+    def __init__(self, senders: dict[str, Executor], ports: dict[int, str], workdir: Path, period_s: float = 0.1):
         """senders: host name -> executor; ports: server port -> flow name."""
         self.senders = senders
         self.ports = ports
+        self.workdir = Path(workdir)
         self.period_s = period_s
         self.samples: list[Sample] = []
-        self.ticks = 0
-        self._latest: dict[str, list[ss.Socket]] = {}
+        self.ticks = 0          # summed over hosts
+        self._procs: dict[str, Process] = {}
+        self._latest: dict[str, dict[str, list[Socket]]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
 
+    def _out(self, host: str) -> Path:
+        return self.workdir / f"tcpinfo-{host}.jsonl"
+
     def start(self, t0: float) -> None:
         self._t0 = t0
-        self._thread = threading.Thread(target=self._loop, name="socket-sampler", daemon=True)
+        for host, executor in self.senders.items():
+            self._procs[host] = executor.start(probe_argv(list(self.ports), self.period_s), label=f"tcpinfo-{host}",
+                                               stdout=self._out(host), stderr=self.workdir / f"tcpinfo-{host}.err")
+        self._thread = threading.Thread(target=self._follow, name="socket-sampler", daemon=True)
         self._thread.start()
 
-    def _loop(self) -> None:
-        next_at = time.monotonic()
-        while not self._stop.is_set():
-            self.sample_once()
-            next_at += self.period_s
-            while next_at < time.monotonic():
-                next_at += self.period_s
-            self._stop.wait(max(0.0, next_at - time.monotonic()))
-
-    def sample_once(self) -> None:
-        latest: dict[str, list[ss.Socket]] = {}
-        for host, executor in self.senders.items():
-            t_s = round(time.monotonic() - self._t0, 3)
-            try:
-                res = executor.run(ss.argv(), timeout=5, check=False)
-            except CommandError as exc:
-                log.warning("socket sample on %s failed: %s", host, exc)
-                continue
-            for sock in ss.parse(res.stdout):
-                flow = self.ports.get(sock.dport)
-                if flow is None:
+    def _follow(self) -> None:
+        """Keep the newest tick of every host for current(); the files are parsed whole at stop()."""
+        offsets = {host: 0 for host in self._procs}
+        while not self._stop.wait(0.5):
+            for host in self._procs:
+                try:
+                    with open(self._out(host)) as handle:
+                        handle.seek(offsets[host])
+                        lines = handle.readlines()
+                        if lines and not lines[-1].endswith("\n"):
+                            lines.pop()   # a line still being written: read it next time
+                        offsets[host] += sum(len(line) for line in lines)
+                except OSError:
                     continue
-                self.samples.append(Sample(t_s, flow, sock))
-                latest.setdefault(flow, []).append(sock)
-        self._latest = latest
-        self.ticks += 1
+                for line in reversed(lines):
+                    tick = parse_probe_line(line)
+                    if tick:
+                        self._latest[host] = self._by_flow(tick[1])
+                        break
+
+    def _by_flow(self, socks: list[Socket]) -> dict[str, list[Socket]]:
+        out: dict[str, list[Socket]] = {}
+        for sock in socks:
+            flow = self.ports.get(sock.dport)
+            if flow is not None:
+                out.setdefault(flow, []).append(sock)
+        return out
 
     def current(self) -> dict[str, dict]:
         """Per flow, right now: summed delivery rate and the largest smoothed RTT of its sockets."""
         out = {}
-        for flow, socks in self._latest.items():
-            rates = [s.delivery_rate_bps for s in socks if s.delivery_rate_bps]
-            rtts = [s.srtt_ms for s in socks if s.srtt_ms]
-            out[flow] = {"mbps": sum(rates) / 1e6 if rates else None, "srtt_ms": max(rtts) if rtts else None}
+        for per_host in list(self._latest.values()):
+            for flow, socks in per_host.items():
+                rates = [s.delivery_rate_bps for s in socks if s.delivery_rate_bps and (s.bytes_acked or 0) > 65536]
+                rtts = [s.srtt_ms for s in socks if s.srtt_ms]
+                out[flow] = {"mbps": sum(rates) / 1e6 if rates else None, "srtt_ms": max(rtts) if rtts else None}
         return out
 
     def stop(self) -> list[Sample]:
         self._stop.set()
         if self._thread:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=5)
+        for proc in self._procs.values():
+            proc.stop()
+        for host, proc in self._procs.items():
+            for line in proc.read_stdout().splitlines():
+                tick = parse_probe_line(line)
+                if tick is None:
+                    continue
+                self.ticks += 1
+                t_s = round(tick[0] - self._t0, 3)
+                for flow, socks in self._by_flow(tick[1]).items():
+                    self.samples.extend(Sample(t_s, flow, sock) for sock in socks)
+            if proc.poll() not in (0, None, -15):
+                log.warning("tcp_info probe on %s exited %s: %s", host, proc.poll(), proc.read_stderr()[-300:])
+        self.samples.sort(key=lambda s: s.t_s)
         return self.samples
 
 

@@ -131,7 +131,7 @@ def _header(store: RunStore) -> dict:
         "ccas": ", ".join(features.get("congestion_controls") or []) or DASH,
         "tools": sorted((m.get("tools") or {}).items()),
         "longhaul_version": lh.get("version") or DASH, "git_revision": revision,
-        "config_path": (m.get("config") or {}).get("config_path") or DASH,
+        "config_path": m.get("config_path") or DASH,
         "profiles": [(n, (p or {}).get("description") or "") for n, p in (m.get("profiles") or {}).items()],
     }
 

@@ -73,7 +73,7 @@ def _manifest(run_id: str, status: str, cells: list[dict]) -> dict:
         "features": {"netem": True, "tbf": True, "htb": True, "nfqueue": False,
                      "congestion_controls": ["reno", "cubic", "bbr"], "delay": "netem"},
         "tools": {"iperf3": "3.12", "fping": "5.1", "udt": "4.11", "globus-url-copy": "10.11"},
-        "config": {"run": {"repeats": 3, "duration_s": DURATION_S}, "config_path": "config.toml"},
+        "config": {"run": {"profiles": ["fixture"]}}, "config_path": "config.toml",
         "profiles": {"table2": {"path": "profiles/table2.toml", "source": "[topology]\nrtt_ms = 128\n",
                                 "description": "Seed 000 Table 2, Overlay-1"}},
         "cells": [{"id": c["id"], "profile": c["profile"], "scenario": c["scenario"],

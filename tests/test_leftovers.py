@@ -1,0 +1,40 @@
+"""`longhaul clean`: removes what dead longhaul runs left, keeps what live runs own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from lab_support import requires_lab
+from longhaul.appliance import leftovers
+from longhaul.hardware.executor import wait_until
+from longhaul.hardware.netns_lab import NETNS_ETC, namespace_pids
+
+pytestmark = [pytest.mark.lab, requires_lab]
+
+
+def test_clean_removes_dead_runs_only(tmp_path):
+    dead, alive = "lh-fffff01-S1", "lh-fffff11-R1"
+    live_tag = "fffff1"
+    for name in (dead, alive):
+        subprocess.run(["ip", "netns", "add", name], check=True)
+        (NETNS_ETC / name).mkdir(parents=True, exist_ok=True)
+    sleeper = subprocess.Popen(["ip", "netns", "exec", dead, "sleep", "300"], start_new_session=True)
+    wait_until(lambda: sleeper.pid in namespace_pids(dead), timeout=10, what="sleeper inside the namespace")
+    leftovers.register(live_tag, tmp_path)          # this test process is the live run
+    try:
+        assert dead in leftovers.find() and alive not in leftovers.find()
+        removed = leftovers.clean()
+        assert dead in removed and alive not in removed
+        assert dead not in leftovers.list_namespaces() and not (NETNS_ETC / dead).exists()
+        assert alive in leftovers.list_namespaces()
+        assert sleeper.wait(timeout=10) is not None      # the process inside was ended by pid
+    finally:
+        leftovers.unregister(live_tag)
+        if sleeper.poll() is None:
+            sleeper.kill()
+        for name in (dead, alive):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+            subprocess.run(["rm", "-rf", str(NETNS_ETC / name)])

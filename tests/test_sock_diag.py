@@ -1,0 +1,65 @@
+"""sock_diag decoding on messages laid out as the kernel lays them out, and the probe's lines."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+
+from longhaul.collectors import sock_diag
+from longhaul.collectors.socket_sampler import parse_probe_line
+
+
+def _tcp_info(**fields) -> bytes:
+    info = bytearray(232)          # the size of struct tcp_info in 6.x kernels
+    for name, offset, fmt in sock_diag._TCPI:
+        struct.pack_into("=" + fmt, info, offset, fields.get(name, 0))
+    return bytes(info)
+
+
+def _rta(kind: int, data: bytes) -> bytes:
+    head = struct.pack("=HH", 4 + len(data), kind)
+    return head + data + b"\0" * (-(4 + len(data)) % 4)
+
+
+def _message(sport: int, dport: int, info: bytes, cca: bytes = b"cubic\0") -> bytes:
+    body = sock_diag._MSG.pack(socket.AF_INET, 1, 0, 0, socket.htons(sport), socket.htons(dport),
+                               socket.inet_aton("10.1.1.2") + bytes(12), socket.inet_aton("10.2.1.2") + bytes(12),
+                               0, 0, 0, 0, 0, 0)
+    body += _rta(sock_diag.INET_DIAG_INFO, info) + _rta(sock_diag.INET_DIAG_CONG, cca)
+    return sock_diag._NLMSG.pack(16 + len(body), sock_diag.SOCK_DIAG_BY_FAMILY, 2, 1, 0) + body
+
+
+def test_parse_dump_reads_the_fields_longhaul_records():
+    info = _tcp_info(mss=1448, unacked=120, srtt_us=130_500, rttvar_us=2_000, cwnd=5000, retrans_total=7,
+                     bytes_acked=10**9, bytes_received=0, delivery_rate_Bps=62_500_000)
+    done = sock_diag._NLMSG.pack(20, sock_diag.NLMSG_DONE, 2, 1, 0) + bytes(4)
+    sockets, finished = sock_diag.parse_dump(_message(40000, 5201, info) + _message(40002, 5204, info) + done)
+    assert finished and len(sockets) == 2
+    first = sockets[0]
+    assert (first["src"], first["sport"], first["dst"], first["dport"]) == ("10.1.1.2", 40000, "10.2.1.2", 5201)
+    assert first["cca"] == "cubic" and first["mss"] == 1448 and first["cwnd"] == 5000
+    assert first["srtt_us"] == 130_500 and first["retrans_total"] == 7
+    assert first["bytes_acked"] == 10**9 and first["delivery_rate_Bps"] == 62_500_000
+
+
+def test_short_tcp_info_from_an_old_kernel_leaves_newer_fields_empty():
+    (sock,), _ = sock_diag.parse_dump(_message(1, 2, _tcp_info(cwnd=10)[:104]))
+    assert sock["cwnd"] == 10 and sock["bytes_acked"] is None and sock["delivery_rate_Bps"] is None
+
+
+def test_request_asks_for_established_ipv4_tcp_with_info_and_congestion():
+    raw = sock_diag.request(seq=9)
+    length, kind, flags, seq, _ = sock_diag._NLMSG.unpack_from(raw)
+    family, protocol, ext, states = struct.unpack_from("=BBBxI", raw, 16)
+    assert length == len(raw) == 16 + 56 and kind == 20 and seq == 9 and flags & 0x300
+    assert (family, protocol, states) == (socket.AF_INET, socket.IPPROTO_TCP, 1 << 1) and ext == 0b1010
+
+
+def test_probe_line_becomes_sockets_in_longhaul_units():
+    line = json.dumps({"t": 12.5, "s": [["10.1.1.2", 40000, "10.2.1.2", 5201, "bbr", 100, 1448, 50,
+                                         128_000, 1_000, 3, 62_500_000, 2_000_000, 0]]})
+    t, (sock,) = parse_probe_line(line)
+    assert t == 12.5 and sock.srtt_ms == 128.0 and sock.delivery_rate_bps == 500_000_000
+    assert sock.bytes_in_flight == 50 * 1448 and sock.cca == "bbr"
+    assert parse_probe_line(json.dumps({"fields": []})) is None and parse_probe_line("garbage") is None
