@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..collectors.metrics import jain, mbps, rtt_stats
 from ..collectors.rtt_probe import RttProbe
+from ..collectors.socket_sampler import COLUMNS as TCPINFO_COLUMNS
 from ..collectors.socket_sampler import SocketSampler, control_sockets
 from ..drivers import iperf3
 from ..hardware.executor import Process, wait_until
@@ -40,6 +41,7 @@ class Launch:
     proc: Process | None = None
     launched_s: float | None = None
     exited_s: float | None = None
+    result: iperf3.Result | None = None
 
 
 @dataclass
@@ -48,8 +50,11 @@ class FlowRun:
     cca: str
     base_port: int
     launches: list[Launch] = field(default_factory=list)
-    results: list[iperf3.Result] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+
+    @property
+    def completed(self) -> list[Launch]:
+        return [launch for launch in self.launches if launch.result is not None]
 
     @property
     def ports(self) -> list[int]:
@@ -85,6 +90,8 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
     sampler.start(t0)
     try:
         _drive(lab, runs, t0, cell, on_tick, probe, sampler)
+    except TimeoutError as exc:  # this trial failed; the run goes on with the next one
+        runs[0].errors.append(str(exc))
     finally:
         sampler.stop()
         probe.stop()
@@ -145,8 +152,8 @@ def _drive(lab, runs: list[FlowRun], t0: float, cell, on_tick, probe, sampler) -
         if on_tick and now >= next_tick:
             on_tick(now - t0, sampler.current(), probe.latest())
             next_tick = now + 0.5
-        wake = min([t0 + pending[0][0]] if pending else [now + 0.05], default=now + 0.05)
-        time.sleep(max(0.0, min(wake, now + 0.05) - time.monotonic()))
+        until_next = t0 + pending[0][0] - time.monotonic() if pending else 0.05
+        time.sleep(max(0.0, min(until_next, 0.05)))
 
 
 def _planned_end(flow: Flow) -> float:
@@ -154,35 +161,45 @@ def _planned_end(flow: Flow) -> float:
     return stop if stop is not None else start + BYTES_FLOW_LIMIT_S
 
 
+def _read_result(launch: Launch) -> str | None:
+    """Parse a burst's iperf3 output into launch.result; the error text if there is none."""
+    text = launch.raw.read_text(errors="replace") if launch.raw.exists() else ""
+    try:
+        launch.result = iperf3.parse(text)
+    except ValueError as exc:
+        err_path = launch.raw.with_suffix(".err")
+        stderr = err_path.read_text(errors="replace").strip()[:300] if err_path.exists() else ""
+        return f"burst {launch.burst.index}: no iperf3 result ({exc}); stderr: {stderr}"
+    return f"burst {launch.burst.index}: {launch.result.error}" if launch.result.error else None
+
+
+def _throughput_rows(name: str, launch: Launch) -> list[list]:
+    rows = []
+    for iv in launch.result.intervals:
+        t_s = round(launch.burst.start_s + iv.end_s, 3)
+        rows.append([t_s, name, "all", round(mbps(iv.bytes, iv.seconds) or 0.0, 3)])
+        rows += [[t_s, name, k, round(mbps(nbytes, iv.seconds) or 0.0, 3)] for k, nbytes in enumerate(iv.streams)]
+    return rows
+
+
 def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started, duration) -> dict:
-    throughput_rows, event_rows, flows = [], [], []
+    throughput_rows, event_rows = [], []
     for run in runs:
         for launch in run.launches:
             event_rows.append([run.flow.name, launch.burst.index, launch.burst.start_s, launch.launched_s,
                                launch.burst.stop_s, launch.exited_s])
-            text = launch.raw.read_text(errors="replace") if launch.raw.exists() else ""
-            try:
-                result = iperf3.parse(text)
-            except ValueError as exc:
-                run.errors.append(f"burst {launch.burst.index}: no iperf3 result ({exc}); stderr: "
-                                  f"{launch.raw.with_suffix('.err').read_text(errors='replace').strip()[:300] if launch.raw.with_suffix('.err').exists() else ''}")
-                continue
-            if result.error:
-                run.errors.append(f"burst {launch.burst.index}: {result.error}")
-            run.results.append(result)
-            for iv in result.intervals:
-                t_s = round(launch.burst.start_s + iv.end_s, 3)
-                throughput_rows.append([t_s, run.flow.name, "all", round(mbps(iv.bytes, iv.seconds) or 0.0, 3)])
-                for k, nbytes in enumerate(iv.streams):
-                    throughput_rows.append([t_s, run.flow.name, k, round(mbps(nbytes, iv.seconds) or 0.0, 3)])
-        flows.append(_flow_summary(run))
+            error = _read_result(launch)
+            if error:
+                run.errors.append(error)
+            if launch.result is not None:
+                throughput_rows += _throughput_rows(run.flow.name, launch)
+    flows = [_flow_summary(run) for run in runs]
     ctrl = control_sockets(sampler.samples)
     tcp_rows = [s.row() for s in sampler.samples if (s.sock.src, s.sock.sport) not in ctrl]
     rtt_rows = [[s.t_s, s.rtt_ms, s.sent, s.received, s.mode] for s in probe.samples]
     write_csv(trial_dir / "throughput.csv", ["t_s", "flow", "stream", "mbps"], sorted(throughput_rows, key=lambda r: r[0]))
     write_csv(trial_dir / "rtt.csv", ["t_s", "rtt_ms", "sent", "received", "mode"], rtt_rows)
-    from ..collectors.socket_sampler import COLUMNS
-    write_csv(trial_dir / "tcpinfo.csv", COLUMNS, tcp_rows)
+    write_csv(trial_dir / "tcpinfo.csv", TCPINFO_COLUMNS, tcp_rows)
     write_csv(trial_dir / "events.csv", ["flow", "burst", "planned_start_s", "launched_s", "planned_stop_s", "exited_s"],
               event_rows)
     errors = [f"{r.flow.name}: {e}" for r in runs for e in r.errors]
@@ -199,16 +216,17 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, sta
 
 def _flow_summary(run: FlowRun) -> dict:
     flow = run.flow
-    received = sum(r.bytes_received for r in run.results)
-    on_s = sum(r.seconds for r in run.results)
+    results = [launch.result for launch in run.completed]
+    received = sum(r.bytes_received for r in results)
+    on_s = sum(r.seconds for r in results)
     first = min((l.burst.start_s for l in run.launches), default=0.0)
-    last = max((l.burst.start_s + r.seconds for l, r in zip(run.launches, run.results)), default=first)
-    retrans = [r.retransmits for r in run.results if r.retransmits is not None]
-    lost = [r.lost_percent for r in run.results if r.lost_percent is not None]
+    last = max((l.burst.start_s + l.result.seconds for l in run.completed), default=first)
+    retrans = [r.retransmits for r in results if r.retransmits is not None]
+    lost = [r.lost_percent for r in results if r.lost_percent is not None]
     return {
         "name": flow.name, "role": flow.role, "tool": flow.tool, "protocol": flow.protocol,
         "cca": run.cca if flow.protocol == "tcp" else None, "pair": flow.pair, "streams": flow.streams,
-        "pattern": flow.pattern, "bursts": len(run.launches), "completed_bursts": len(run.results),
+        "pattern": flow.pattern, "bursts": len(run.launches), "completed_bursts": len(results),
         "bytes": received, "on_s": round(on_s, 3),
         "mean_mbps": mbps(received, on_s), "span_mean_mbps": mbps(received, last - first),
         "retransmits": sum(retrans) if retrans else None,

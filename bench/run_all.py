@@ -38,7 +38,10 @@ def main() -> None:
     lines += [
         "", "Max queueing delay is the largest 10 ms-interval probe RTT minus the idle RTT; expected is queue "
         "bytes / bottleneck rate. CUBIC goodput is payload (TCP/IP/Ethernet headers excluded: at MTU 1500 the "
-        "payload ceiling is 1448/1514 = 95.6 % of the shaped rate).", "",
+        "payload ceiling is 1448/1514 = 95.6 % of the shaped rate). The excess queueing delay over the "
+        "bottleneck queue's own comes from the sender's access queue (TCP small queues let each socket keep "
+        "about 1 MB queued there, ~8 ms at 1 Gb/s) and from the delay line's late wake-ups on this VM, whose "
+        "timers fire up to tens of ms late under load (hardware/delayline/delayline.c).", "",
         "## Overhead per cell", "",
         f"`longhaul run` of the three cells above: {fid['wall_s']} s wall for {3 * fidelity.DURATION_S} s of "
         f"configured flow time, **{fid['overhead_per_cell_s']} s per cell** beyond the flows (process start, "

@@ -251,7 +251,11 @@ def test_lab_delay_and_gigabit(helper_binary, tmp_path):
         assert result["end"].get("sender_tcp_congestion", "cubic") == "cubic"
         mbps = result["end"]["sum_received"]["bits_per_second"] / 1e6
         retrans = result["end"]["sum_sent"].get("retransmits")
-        print(f"iperf3 CUBIC a->b: {mbps:.1f} Mb/s received, {retrans} retransmits")
+        # after slow start and its loss recovery (the first 3 s at 50 ms): the delay line's own
+        # capacity, not how fast one CUBIC flow recovers from its slow-start overshoot
+        steady = sorted(i["sum"]["bits_per_second"] / 1e6 for i in result["intervals"] if i["sum"]["start"] >= 3)
+        steady_median = steady[len(steady) // 2]
+        print(f"iperf3 CUBIC a->b: {mbps:.1f} Mb/s received, {retrans} retransmits, steady median {steady_median:.1f}")
 
         # (c) clean stop with counters.
         stats = {}
@@ -260,7 +264,8 @@ def test_lab_delay_and_gigabit(helper_binary, tmp_path):
             assert rc == 0, (rc, err)
             stats[name] = delayline.parse_stats(out)
             print(f"delay line {name}: {stats[name]}")
-        assert mbps >= 800, f"only {mbps:.1f} Mb/s"
+        assert steady_median >= 850, f"only {steady_median:.1f} Mb/s after slow start ({mbps:.1f} overall)"
+        assert mbps >= 650, f"only {mbps:.1f} Mb/s overall"
         for name, s in stats.items():
             assert s["packets"] > 0, (name, s)
         assert not (tmp_path / "ab.ready").exists()  # helper removes it on exit
