@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from . import analyze_cmd, ops_cmd
 from .config import load_config
 from ..hardware.cleanup import Interrupted
 from .errors import ConfigError, PreflightError, RunError
@@ -69,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     profiles = sub.add_parser("profiles", help="list the profiles with one-line descriptions")
     profiles.add_argument("--config", type=Path, default=Path("config.toml"))
     profiles.set_defaults(func=cmd_profiles)
+    for module in (analyze_cmd, ops_cmd):  # analyses with commands of their own
+        module.register(sub)
     return parser
 
 

@@ -11,11 +11,13 @@ import math
 from pathlib import Path
 
 import jinja2
+from markupsafe import Markup
 
-from . import plots
+from . import ops_section, plots, profile_section
 from .store_reader import RunStore, TrialSeries, load_store
 
 TEMPLATES = Path(__file__).parent / "templates"
+EXTRA_SECTIONS = (profile_section, ops_section)
 FORMATS = ("html", "pdf")
 DASH = "–"
 # Seed 000 Table 2, in the paper's row order: (mode, role) -> row heading.
@@ -69,7 +71,19 @@ def build_context(store: RunStore) -> dict:
         "bars_svg": plots.throughput_bars(cells, colors),
         "cells": [_cell_section(c, series[c["id"]], colors) for c in cells],
         "notes": notes,
+        "extra_sections": _extra_sections(store),
     }
+
+
+def _extra_sections(store: RunStore) -> list[Markup]:
+    """Analyses with sections of their own (throughput profiles, OPS): each module's
+    section(store) returns ready HTML, or None when the run has nothing for it."""
+    out = []
+    for module in EXTRA_SECTIONS:
+        html = module.section(store)
+        if html:
+            out.append(Markup(html))
+    return out
 
 
 # ---- formatting ---------------------------------------------------------------------------------
