@@ -30,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return args.func(args)
+    except BrokenPipeError:  # `longhaul ... --json | head`: the reader has what it wanted
+        sys.stderr.close()
+        return 0
     except (ConfigError, PreflightError) as exc:
         print(f"longhaul: {exc}", file=sys.stderr)
         return 2
@@ -50,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="store runs below this directory instead of [store] dir")
     run.add_argument("--time-scale", type=float, metavar="X",
                      help="multiply every flow duration by X (overrides the profiles' time_scale)")
+    run.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                     help="finish an interrupted run: only its missing or failed trials run, in its order")
     run.set_defaults(func=cmd_run)
 
     check = sub.add_parser("check", help="validate the config and profiles and run the preflight")
@@ -79,10 +84,20 @@ def cmd_run(args) -> int:
     from ..reports.render import write_report
     from .progress import Progress
     from .runner import Runner
+    from .store import RunStore
 
-    config = load_config(args.config, args.profiles, args.time_scale)
+    resume = None
+    if args.resume:
+        try:
+            resume = RunStore.open(args.resume)
+        except FileNotFoundError as exc:
+            raise ConfigError(args.resume, None, ("--resume",), None, str(exc)) from None
+        config = load_config(resume.dir / "config.toml", list(resume.manifest["profiles"]),
+                             resume.manifest.get("time_scale_override"), profile_dir=resume.dir / "profiles")
+    else:
+        config = load_config(args.config, args.profiles, args.time_scale)
     progress = Progress()
-    runner = Runner(config, progress, args.out)
+    runner = Runner(config, progress, args.out, resume=resume)
     try:
         store = runner.run()
     except Interrupted as exc:
@@ -103,7 +118,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .runner import check_ccas, plan
+    from .jobs import plan
+    from .runner import check_ccas
     from ..hardware import delayline
     from ..hardware.features import detect
 

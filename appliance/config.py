@@ -27,7 +27,10 @@ class StoreSection(Strict):
 class RunSection(Strict):
     profiles: list[str] = Field(["quickstart"], min_length=1)
     profile_dir: str = "profiles"
-    seed: int | None = None
+    # "random" shuffles all trials of the run (seeded, the seed is recorded) so slow drift of the
+    # host cannot line up with a sweep axis; labs are rebuilt only when the topology changes
+    order: Literal["sequential", "random"] = "sequential"
+    seed: int | None = Field(None, ge=0)
 
 
 class ReportSection(Strict):
@@ -59,6 +62,8 @@ class Config:
     data: ConfigFile
     raw: dict
     profiles: list[Profile]
+    time_scale: float | None = None       # the command line's override, if any
+    profile_dir_override: Path | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -70,10 +75,11 @@ class Config:
 
     @property
     def profile_dir(self) -> Path:
-        return (self.base_dir / self.data.run.profile_dir).resolve()
+        return self.profile_dir_override or (self.base_dir / self.data.run.profile_dir).resolve()
 
 
-def load_config(path: Path, profile_names: list[str] | None = None, time_scale: float | None = None) -> Config:
+def load_config(path: Path, profile_names: list[str] | None = None, time_scale: float | None = None,
+                profile_dir: Path | None = None) -> Config:
     """Load and validate config.toml and every profile it (or the command line) names."""
     path = Path(path)
     if time_scale is not None and not 0 < time_scale <= 10:
@@ -94,7 +100,7 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
         raise ConfigError(path, source.line_of(loc), loc, data.lab.backend,
                           f"not available in this version; implemented: {', '.join(IMPLEMENTED_BACKENDS)}")
     names = profile_names or data.run.profiles
-    profile_dir = (path.parent / data.run.profile_dir).resolve()
+    profile_dir = Path(profile_dir) if profile_dir else (path.parent / data.run.profile_dir).resolve()
     profiles = []
     for name in names:
         try:
@@ -105,7 +111,8 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
             loc = ("run", "profiles")
             raise ConfigError(path, source.line_of(loc), loc, name, exc.allowed) from None
         profiles.append(load_profile(profile_path, time_scale))
-    return Config(path=path.resolve(), data=data, raw=source.data, profiles=profiles)
+    return Config(path=path.resolve(), data=data, raw=source.data, profiles=profiles, time_scale=time_scale,
+                  profile_dir_override=Path(profile_dir) if profile_dir else None)
 
 
 def _allowed_keys(loc: tuple) -> str:

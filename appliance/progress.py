@@ -26,8 +26,8 @@ class Progress:
         self.console = console or Console(stderr=True)
         self.live_enabled = sys.stderr.isatty() if live is None else live
         self._live: Live | None = None
-        self._cells = []
-        self._cell_index = 0
+        self._jobs = []
+        self._job_index = 0
         self._spec = None
         self._trial = (0, 0)
         self._remaining_s = 0.0
@@ -36,11 +36,12 @@ class Progress:
         self._last_plain = 0.0
 
     # run / cell / trial boundaries
-    def start_run(self, run_dir, cells) -> None:
-        self._cells = cells
-        self._remaining_s = sum(planned_trial_s(c.spec) * c.repeats for c in cells)
-        trials = sum(c.repeats for c in cells)
-        self.console.print(f"[bold]longhaul[/bold]: {len(cells)} cell(s), {trials} trial(s), run directory {run_dir}")
+    def start_run(self, run_dir, jobs) -> None:
+        """jobs: what this run still has to do, in order (objects with .spec, .trial, .repeats)."""
+        self._jobs = jobs
+        self._remaining_s = sum(planned_trial_s(j.spec) for j in jobs)
+        cells = len({j.spec.id for j in jobs})
+        self.console.print(f"[bold]longhaul[/bold]: {cells} cell(s), {len(jobs)} trial(s) to run, run directory {run_dir}")
         if self.live_enabled:
             self._live = Live(self._render(0.0, {}, None), console=self.console, refresh_per_second=4, transient=True)
             self._live.start()
@@ -49,9 +50,13 @@ class Progress:
         self.console.print(text)
 
     def start_cell(self, index: int, spec) -> None:
-        self._cell_index, self._spec = index, spec
+        """index: the job's place in the run (1-based)."""
+        if self._spec is not None and self._spec.id == spec.id and index == self._job_index + 1:
+            self._job_index = index
+            return
+        self._job_index, self._spec = index, spec
         params = ", ".join(f"{k}={v}" for k, v in spec.params.items())
-        self.console.print(f"cell {index}/{len(self._cells)} {spec.id}: {params}")
+        self.console.print(f"[{index}/{len(self._jobs)}] {spec.id}: {params}")
 
     def verified(self, verification: dict) -> None:
         rtt, rate = verification["rtt_ms"], verification["rate_mbps"]
@@ -88,13 +93,13 @@ class Progress:
             self._live = None
 
     def _eta(self, elapsed: float) -> float:
-        trials_left = sum(c.repeats for c in self._cells[self._cell_index:]) or 1
+        trials_left = max(1, len(self._jobs) - self._job_index + 1)
         return max(0.0, self._remaining_s - elapsed) + self._overhead_s * trials_left
 
     def _render(self, elapsed: float, flows: dict, rtt_ms: float | None) -> Table:
         trial, repeats = self._trial
         spec_id = self._spec.id if self._spec else "-"
-        table = Table(title=f"cell {self._cell_index}/{len(self._cells)} {spec_id}, trial {trial}/{repeats}, "
+        table = Table(title=f"trial {self._job_index}/{len(self._jobs)}: {spec_id} #{trial}/{repeats}, "
                             f"t={elapsed:.0f}s, ETA {_eta(self._eta(elapsed))}", expand=False)
         table.add_column("flow")
         table.add_column("Mb/s (delivery rate)", justify="right")

@@ -1,13 +1,14 @@
-"""A whole run: preflight, then for every cell build (or reuse) the lab, verify it, run the trials,
-store as it goes; teardown is unconditional and the report is written from the store."""
+"""A whole run: preflight, then every trial of every cell in the chosen order, building (or reusing)
+the lab its topology needs, verifying a cell's lab before its first trial; stored as it goes,
+resumable, with unconditional teardown."""
 
 from __future__ import annotations
 
 import logging
-import os
-from dataclasses import dataclass
+import secrets
 from pathlib import Path
 
+from ..collectors.rtt_probe import idle_rtt
 from ..hardware import delayline
 from ..hardware.cleanup import CleanupStack, Interrupted, signals_raise
 from ..hardware.executor import ProcessTable
@@ -17,6 +18,7 @@ from ..hardware.topology import dumbbell
 from . import leftovers
 from .config import Config
 from .errors import ConfigError, PreflightError, RunError
+from .jobs import Job, PlannedCell, plan, schedule
 from .profiles import CellSpec
 from .store import RunStore, new_run_id
 from .tomlsource import load as load_toml
@@ -25,16 +27,6 @@ from .verify import verify
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
-
-
-@dataclass(frozen=True)
-class PlannedCell:
-    spec: CellSpec
-    repeats: int
-
-
-def plan(config: Config) -> list[PlannedCell]:
-    return [PlannedCell(spec, profile.meta.repeats) for profile in config.profiles for spec in profile.cells]
 
 
 def preflight(config: Config) -> Features:
@@ -67,31 +59,38 @@ def lab_key(spec: CellSpec) -> tuple:
 
 
 class Runner:
-    def __init__(self, config: Config, progress, out_root: Path | None = None):
+    def __init__(self, config: Config, progress, out_root: Path | None = None, resume: RunStore | None = None):
         self.config = config
         self.progress = progress
         self.out_root = Path(out_root) if out_root else config.store_dir
         self.procs = ProcessTable()
-        self.failed_cells = 0
-        self.store: RunStore | None = None
+        self.failed_cells: set[str] = set()
+        self.store: RunStore | None = resume
+        self._lab: NetnsLab | None = None
+        self._lab_key = None
+        self._lab_cleanup: CleanupStack | None = None
+        self._labs_built = 0
+        self._verified_in: dict[str, int] = {}   # cell id -> the lab build it was verified in
 
     def run(self) -> RunStore:
         features = preflight(self.config)
         cells = plan(self.config)
-        run_id = new_run_id()
-        tag = run_id[-6:]
-        self.out_root.mkdir(parents=True, exist_ok=True)
-        store = self.store = RunStore(self.out_root, run_id)
-        store.write_manifest(config=self.config, features=features, backend="netns", repo=REPO,
-                             cells=[c.spec for c in cells])
+        resuming = self.store is not None
+        store = self.store if resuming else self._new_store(features, cells)
+        if resuming:
+            store.resumed()
+        order = store.manifest["order"]
+        jobs = schedule(cells, order["mode"], order["seed"], store.done_trials())
+        tag = store.run_id[-6:]
         logging.getLogger().addHandler(_file_handler(store.dir / "run.log"))
         status = "failed"
         with CleanupStack() as cleanup, signals_raise():
             leftovers.register(tag, store.dir)
             cleanup.push("forget run marker", lambda: leftovers.unregister(tag))
             cleanup.push("stop processes", self.procs.stop_all)
+            cleanup.push("tear down lab", self._teardown_lab)
             try:
-                self._cells(cells, features, store, tag, cleanup)
+                self._jobs(jobs, cells, features, store, tag)
                 status = "complete" if not self.failed_cells else "failed"
             except Interrupted as exc:
                 status = "interrupted"
@@ -108,60 +107,95 @@ class Runner:
                 store.finish(status)
         return store
 
+    def _new_store(self, features, cells: list[PlannedCell]) -> RunStore:
+        run_cfg = self.config.data.run
+        seed = run_cfg.seed if run_cfg.seed is not None else secrets.randbelow(2**31)
+        self.out_root.mkdir(parents=True, exist_ok=True)
+        store = self.store = RunStore(self.out_root, new_run_id())
+        store.write_manifest(config=self.config, features=features, backend="netns", repo=REPO,
+                             cells=[c.spec for c in cells], order={"mode": run_cfg.order, "seed": seed})
+        store.snapshot_sources(self.config)
+        for planned in cells:   # every cell listed in plan order from the start, whatever the run order
+            store.begin_cell(planned.spec, status="pending")
+        return store
+
     def _mark_running(self, store: RunStore, status: str, error: str | None = None) -> None:
         for entry in store.cells:
             if entry["status"] == "running":
                 store.end_cell(entry, status, error)
+            elif entry["status"] == "pending":
+                store.end_cell(entry, "not run")
 
-    def _cells(self, cells: list[PlannedCell], features, store: RunStore, tag: str, cleanup: CleanupStack) -> None:
-        self.progress.start_run(store.dir, cells)
-        lab, lab_cleanup, current = None, None, None
-        for index, planned in enumerate(cells, start=1):
-            spec = planned.spec
-            if lab_key(spec) != current:
-                if lab_cleanup:
-                    lab_cleanup.close()
-                lab_cleanup = CleanupStack()
-                cleanup.push("tear down lab", lab_cleanup.close)
-                lab = self._build_lab(spec, features, f"{tag}{index}", lab_cleanup, store.dir / "lab" / f"lab-{index}")
-                current = lab_key(spec)
-            self._cell(lab, planned, index, store)
-
-    def _build_lab(self, spec: CellSpec, features, tag: str, cleanup: CleanupStack, workdir: Path) -> NetnsLab:
-        topo_cfg = spec.cell.topology
-        topo = dumbbell(tag, topo_cfg.pairs, topo_cfg.access_rate_mbps, topo_cfg.bottleneck_rate_mbps, topo_cfg.mtu)
-        settings = LinkSettings(topo_cfg.rtt_ms, topo_cfg.queue_bytes, spec.cell.tuning.cca, spec.cell.tuning.buffer)
-        workdir.mkdir(parents=True, exist_ok=True)
-        lab = NetnsLab(topo, settings, features, self.procs, cleanup, workdir)
-        self.progress.message(f"building lab {tag}: {topo_cfg.pairs} pair(s), {topo_cfg.bottleneck_rate_mbps:g} Mb/s, "
-                              f"{topo_cfg.rtt_ms:g} ms, queue {topo_cfg.queue_bytes} B, delay by {features.delay}")
-        lab.build()
-        return lab
-
-    def _cell(self, lab: NetnsLab, planned: PlannedCell, index: int, store: RunStore) -> None:
-        spec = planned.spec
-        entry = store.begin_cell(spec)
-        cell_dir = store.cell_dir(spec)
-        self.progress.start_cell(index, spec)
-        settings = self.config.data.verify
-        idle = None
-        if settings.enabled:
-            verification = verify(lab, spec, settings, cell_dir)
-            store.record_verification(entry, spec, verification)
-            idle = verification["rtt_ms"]["measured"]
-            self.progress.verified(verification)
-            if not verification["ok"]:
-                self.failed_cells += 1
-                store.end_cell(entry, "refused", "; ".join(verification["problems"]))
-                return
-        for trial_no in range(1, planned.repeats + 1):
-            self.progress.start_trial(trial_no, planned.repeats)
-            trial = run_trial(lab, spec, trial_no, cell_dir / f"trial-{trial_no}", idle, self.progress.tick)
+    def _jobs(self, jobs: list[Job], cells: list[PlannedCell], features, store: RunStore, tag: str) -> None:
+        self.progress.start_run(store.dir, jobs)
+        remaining = {c.spec.id: sum(1 for j in jobs if j.spec.id == c.spec.id) for c in cells}
+        for number, job in enumerate(jobs, start=1):
+            spec = job.spec
+            if spec.id in self.failed_cells and store.entry(spec) and store.entry(spec)["status"] == "refused":
+                continue
+            lab = self._ensure_lab(spec, features, tag)
+            entry = store.entry(spec) or store.begin_cell(spec)
+            entry["status"] = "running"
+            self.progress.start_cell(number, spec)
+            if not self._checked(lab, spec, entry, store):
+                continue
+            self.progress.start_trial(job.trial, job.repeats)
+            trial_dir = store.cell_dir(spec) / f"trial-{job.trial}"
+            idle = (entry.get("lab") or {}).get("rtt_ms", {}).get("measured")
+            trial = run_trial(lab, spec, job.trial, trial_dir, idle, self.progress.tick)
             store.record_trial(entry, spec, trial)
             self.progress.end_trial(trial)
             if trial["status"] != "ok":
-                self.failed_cells += 1
-        store.end_cell(entry, "complete")
+                self.failed_cells.add(spec.id)
+            remaining[spec.id] -= 1
+            if remaining[spec.id] == 0:
+                store.end_cell(entry, "complete" if spec.id not in self.failed_cells else "failed")
+
+    def _checked(self, lab: NetnsLab, spec: CellSpec, entry: dict, store: RunStore) -> bool:
+        """Full verification before a cell's first trial; after a rebuild of its lab, the idle RTT."""
+        settings = self.config.data.verify
+        if not settings.enabled or self._verified_in.get(spec.id) == self._labs_built:
+            return True
+        if entry.get("lab") and entry["lab"].get("ok"):
+            pair = spec.cell.probe.pair
+            measured = idle_rtt(lab.executor(f"S{pair}"), f"D{pair}")
+            tolerance = entry["lab"]["tolerance"]["rtt_ms"]
+            if measured is not None and abs(measured - spec.cell.topology.rtt_ms) <= tolerance:
+                self._verified_in[spec.id] = self._labs_built
+                return True
+        verification = verify(lab, spec, settings, store.cell_dir(spec))
+        store.record_verification(entry, spec, verification)
+        self.progress.verified(verification)
+        if not verification["ok"]:
+            self.failed_cells.add(spec.id)
+            store.end_cell(entry, "refused", "; ".join(verification["problems"]))
+            return False
+        self._verified_in[spec.id] = self._labs_built
+        return True
+
+    def _ensure_lab(self, spec: CellSpec, features, tag: str) -> NetnsLab:
+        if self._lab is not None and lab_key(spec) == self._lab_key:
+            return self._lab
+        self._teardown_lab()
+        self._labs_built += 1
+        topo_cfg = spec.cell.topology
+        topo = dumbbell(f"{tag}{self._labs_built}", topo_cfg.pairs, topo_cfg.access_rate_mbps,
+                        topo_cfg.bottleneck_rate_mbps, topo_cfg.mtu)
+        settings = LinkSettings(topo_cfg.rtt_ms, topo_cfg.queue_bytes, spec.cell.tuning.cca, spec.cell.tuning.buffer)
+        workdir = self.store.dir / "lab" / f"lab-{self._labs_built}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self._lab_cleanup = CleanupStack()
+        lab = NetnsLab(topo, settings, features, self.procs, self._lab_cleanup, workdir)
+        self.progress.message(f"building lab {topo.tag}: {topo_cfg.pairs} pair(s), {topo_cfg.bottleneck_rate_mbps:g} Mb/s, "
+                              f"{topo_cfg.rtt_ms:g} ms, queue {topo_cfg.queue_bytes} B, delay by {features.delay}")
+        self._lab, self._lab_key = lab, lab_key(spec)
+        lab.build()
+        return lab
+
+    def _teardown_lab(self) -> None:
+        if self._lab_cleanup is not None:
+            self._lab_cleanup.close()
+        self._lab, self._lab_key, self._lab_cleanup = None, None, None
 
 
 def _file_handler(path: Path) -> logging.Handler:
@@ -170,6 +204,3 @@ def _file_handler(path: Path) -> logging.Handler:
     handler.setLevel(logging.DEBUG)
     return handler
 
-
-def running_as_root() -> bool:
-    return os.geteuid() == 0

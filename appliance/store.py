@@ -54,14 +54,51 @@ def cell_params_view(spec: CellSpec) -> dict:
 
 
 class RunStore:
-    def __init__(self, root: Path, run_id: str):
+    def __init__(self, root: Path, run_id: str, *, existing: bool = False):
         self.run_id = run_id
         self.dir = Path(root) / run_id
-        self.dir.mkdir(parents=True, exist_ok=False)
         self.manifest: dict = {}
         self.cells: list[dict] = []
+        if existing:
+            self.manifest = read_json(self.dir / "manifest.json")
+            self.cells = read_json(self.dir / "summary.json")["cells"]
+        else:
+            self.dir.mkdir(parents=True, exist_ok=False)
 
-    def write_manifest(self, *, config, features, backend: str, repo: Path, cells: list[CellSpec]) -> None:
+    @classmethod
+    def open(cls, run_dir: Path) -> "RunStore":
+        """An existing run, to resume it."""
+        run_dir = Path(run_dir).resolve()
+        for name in ("manifest.json", "summary.json", "config.toml"):
+            if not (run_dir / name).is_file():
+                raise FileNotFoundError(f"{run_dir} is not a resumable longhaul run (no {name})")
+        return cls(run_dir.parent, run_dir.name, existing=True)
+
+    def snapshot_sources(self, config) -> None:
+        """The config and profile files as run, so `run --resume` rebuilds exactly these cells."""
+        (self.dir / "config.toml").write_text(config.path.read_text())
+        (self.dir / "profiles").mkdir(exist_ok=True)
+        for profile in config.profiles:
+            (self.dir / "profiles" / f"{profile.name}.toml").write_text(profile.source_text)
+
+    def done_trials(self) -> set[tuple[str, int]]:
+        return {(c["id"], t["trial"]) for c in self.cells for t in c["trials"] if t["status"] == "ok"}
+
+    def entry(self, spec: CellSpec) -> dict | None:
+        return next((c for c in self.cells if c["id"] == spec.id), None)
+
+    def resumed(self) -> None:
+        self.manifest.setdefault("resumed", []).append(now_iso())
+        self.manifest.update(status="running", finished=None, pid=os.getpid())
+        for entry in self.cells:   # failed and interrupted trials, and refused cells, are tried again
+            entry["trials"] = [t for t in entry["trials"] if t["status"] == "ok"]
+            if entry["status"] == "refused":
+                entry.update(status="pending", lab=None)
+                entry.pop("error", None)
+        write_json(self.dir / "manifest.json", self.manifest)
+
+    def write_manifest(self, *, config, features, backend: str, repo: Path, cells: list[CellSpec],
+                       order: dict) -> None:
         self.manifest = {
             "format": "longhaul-run", "version": FORMAT_VERSION, "run_id": self.run_id,
             "started": now_iso(), "finished": None, "status": "running",
@@ -69,10 +106,12 @@ class RunStore:
             "host": {"hostname": platform.node(), "kernel": platform.release(), "os": _os_release()},
             "backend": backend, "features": features.as_dict(), "tools": tool_versions(),
             "config_path": str(config.path), "config": config.raw,
+            "time_scale_override": config.time_scale,
             "profiles": {p.name: {"path": str(p.path), "description": p.meta.description,
                                   "repeats": p.meta.repeats, "time_scale": p.meta.time_scale,
                                   "source": p.source_text} for p in config.profiles},
             "cells": [cell_params_view(c) for c in cells],
+            "order": order,
             "pid": os.getpid(),
         }
         write_json(self.dir / "manifest.json", self.manifest)
@@ -82,14 +121,14 @@ class RunStore:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def begin_cell(self, spec: CellSpec) -> dict:
+    def begin_cell(self, spec: CellSpec, status: str = "running") -> dict:
         topo = spec.cell.topology
         entry = {
             "id": spec.id, "profile": spec.profile, "scenario": spec.scenario, "params": spec.params,
             "topology": {"pairs": topo.pairs, "access_rate_mbps": topo.access_rate_mbps,
                          "bottleneck_rate_mbps": topo.bottleneck_rate_mbps, "rtt_ms": topo.rtt_ms,
                          "queue_bytes": topo.queue_bytes, "mtu": topo.mtu},
-            "labels": spec.labels, "reference": spec.reference, "status": "running",
+            "labels": spec.labels, "reference": spec.reference, "status": status,
             "flows": [{"name": f.name, "role": f.role, "tool": f.tool, "protocol": f.protocol,
                        "cca": spec.cell.flow_cca(f) if f.protocol == "tcp" else None, "pair": f.pair,
                        "streams": f.streams, "pattern": f.pattern} for f in spec.cell.flows],

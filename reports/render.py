@@ -18,6 +18,9 @@ from .store_reader import RunStore, TrialSeries, load_store
 
 TEMPLATES = Path(__file__).parent / "templates"
 EXTRA_SECTIONS = (profile_section, ops_section)
+# Beyond this many cells (a profile sweep has hundreds) per-cell time-series pages would swamp
+# the report; the sweep's own section summarises them and the notes say what was left out.
+MAX_CELL_SECTIONS = 40
 FORMATS = ("html", "pdf")
 DASH = "–"
 # Seed 000 Table 2, in the paper's row order: (mode, role) -> row heading.
@@ -59,7 +62,7 @@ def render_html(run_dir: Path) -> str:
 
 def build_context(store: RunStore) -> dict:
     cells = store.cells
-    series = {c["id"]: _load_series(store, c) for c in cells}
+    series = {c["id"]: _load_series(store, c) for c in cells[:MAX_CELL_SECTIONS]}
     colors = plots.flow_colors([n for c in cells for n in _flow_names(c)])
     notes = _notes(store, series)
     fairness = fairness_table(cells, notes)
@@ -69,7 +72,7 @@ def build_context(store: RunStore) -> dict:
         "results": [_result_row(c) for c in cells],
         "fairness": fairness,
         "bars_svg": plots.throughput_bars(cells, colors),
-        "cells": [_cell_section(c, series[c["id"]], colors) for c in cells],
+        "cells": [_cell_section(c, series[c["id"]], colors) for c in cells[:MAX_CELL_SECTIONS]],
         "notes": notes,
         "extra_sections": _extra_sections(store),
     }
@@ -273,6 +276,9 @@ def _notes(store: RunStore, series: dict[str, list[tuple[int, TrialSeries]]]) ->
         notes.append(f"Run status is “{store.status}”: results cover only the trials that "
                      f"finished; cells and trials that did not run are listed below.")
     notes += [f"Store: {p}." for p in store.problems]
+    if len(store.cells) > MAX_CELL_SECTIONS:
+        notes.append(f"Per-cell time series are shown for the first {MAX_CELL_SECTIONS} of {len(store.cells)} "
+                     "cells; every cell's CSVs are in the run directory.")
     for cell in store.cells:
         if not cell["trials"]:
             notes.append(f"Cell {cell['id']}: no trials were run.")
@@ -281,7 +287,7 @@ def _notes(store: RunStore, series: dict[str, list[tuple[int, TrialSeries]]]) ->
                 error = f": {t['error']}" if t.get("error") else ""
                 notes.append(f"Cell {cell['id']} trial {t.get('trial')}: "
                              f"{t.get('status') or 'unknown status'}{error}.")
-        for k, s in series[cell["id"]]:
+        for k, s in series.get(cell["id"], []):
             notes += [f"Cell {cell['id']} trial {k}: {p}." for p in s.problems]
         if (cell.get("lab") or {}).get("ok") is False:
             notes.append(f"Cell {cell['id']}: lab verification failed; its results are suspect.")

@@ -178,3 +178,18 @@ def test_sigint_during_a_cell_leaves_nothing_and_keeps_results(tmp_path):
     assert (summary_path.parent / "report.html").exists()
     assert our_namespaces() == [] and our_netns_etc() == []
     assert tool_pids() - before == set()
+
+    # resuming runs only what is missing: trial 1 is kept as it was, trials 2 and 3 run
+    first_trial = (summary_path.parent / "cells" / cell["id"] / "trial-1" / "trial.json").read_text()
+    res = longhaul("run", "--resume", str(summary_path.parent), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert Path(res.stdout.strip().splitlines()[-1]) == summary_path.parent
+    summary = json.loads(summary_path.read_text())
+    (cell,) = summary["cells"]
+    assert summary["status"] == "complete" and cell["status"] == "complete"
+    assert sorted(t["trial"] for t in cell["trials"]) == [1, 2, 3]
+    assert all(t["status"] == "ok" for t in cell["trials"])
+    assert (summary_path.parent / "cells" / cell["id"] / "trial-1" / "trial.json").read_text() == first_trial
+    manifest = json.loads((summary_path.parent / "manifest.json").read_text())
+    assert len(manifest["resumed"]) == 1 and manifest["status"] == "complete"
+    assert our_namespaces() == []

@@ -1,0 +1,148 @@
+"""Recording OPS datasets and running the fixed-vs-adaptive comparison of seed 000 Figure 29."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..collectors.metrics import jain, mbps
+from ..drivers import iperf3
+from .ops_lab import OpsLab, OpsLabFile
+from .store import now_iso, tool_versions
+from .tables import write_csv, write_json
+
+log = logging.getLogger(__name__)
+DATASET_COLUMNS = ["class", "probing", "run", "t_s", "rtt_ms"]
+
+
+def lab_conditions(spec: OpsLabFile, ops: OpsLab) -> dict:
+    return {"topology": spec.topology.model_dump(), "queue_bytes": spec.topology.queue_bytes,
+            "roles": spec.roles.model_dump(), "active_profile": [s.model_dump() for s in spec.active_profile],
+            "kernel": platform.release(), "features": ops.features.as_dict(), "tools": tool_versions(),
+            "backend": "netns", "delay": ops.features.delay}
+
+
+def record_dataset(spec: OpsLabFile, ops: OpsLab, classes: dict[str, list[str]], modes: list[str],
+                   out_csv: Path, say=print) -> Path:
+    """For every probing mode and background class: start the class's background streams, let them
+    leave slow start, record the probe's RTT series for record.duration_s. Rows are written after
+    every class, so an interrupted recording keeps what it has."""
+    rows: list[list] = []
+    raw = out_csv.parent / f"{out_csv.stem}-raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    sidecar = {"format": "longhaul-ops-dataset", "version": 1, "recorded": now_iso(),
+               "classes": classes, "modes": modes, "duration_s": spec.record.duration_s,
+               "warmup_s": spec.record.warmup_s, "lab": lab_conditions(spec, ops), "complete": False}
+    for mode in modes:
+        for name, ccas in classes.items():
+            run = f"{mode}-{name}"
+            say(f"recording {run}: background {ccas or 'none'} for {spec.record.duration_s:g} s")
+            clients = ops.start_background(ccas, spec.record.warmup_s + spec.record.duration_s + 10, raw) if ccas else []
+            try:
+                time.sleep(spec.record.warmup_s)
+                samples = ops.probe(spec.record.duration_s, active=(mode == "active"))
+            finally:
+                for client in clients:
+                    client.stop()
+            rows += [[name, mode, run, s.t_s, s.rtt_ms] for s in samples if s.rtt_ms is not None]
+            write_csv(out_csv, DATASET_COLUMNS, rows)
+            write_json(out_csv.with_suffix(".json"), sidecar)
+    sidecar["complete"] = True
+    write_json(out_csv.with_suffix(".json"), sidecar)
+    return out_csv
+
+
+@dataclass
+class SchemeResult:
+    background: str
+    scheme: str
+    fg_bytes: int = 0
+    fg_on_s: float = 0.0
+    decisions: list[dict] = field(default_factory=list)
+    bg_mbps: float | None = None
+
+    @property
+    def fg_mbps(self) -> float | None:
+        return mbps(self.fg_bytes, self.fg_on_s)
+
+
+def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float, raw: Path, *, classify=None,
+               decide=None, w: int = 10, period_s: float = 30.0, active: bool = False, say=print) -> SchemeResult:
+    """One bar group of Figure 29: a background stream of `background`, a foreground that is
+    Fixed:CUBIC, Fixed:BBR, or Adaptive (probe w s -> classify -> decide -> transfer period_s,
+    until total_s of transfer). The background's throughput is averaged over the foreground's span."""
+    result = SchemeResult(background, scheme)
+    warm = ops.spec.record.warmup_s
+    budget = total_s * (1.5 if scheme == "Adaptive" else 1) + warm + 60
+    clients = ops.start_background([background], budget, raw)
+    bg_raw = raw / f"bg-{ops.spec.roles.background_pairs[0]}-{background}.json"
+    try:
+        time.sleep(warm)
+        start = time.monotonic()
+        if scheme.startswith("Fixed:"):
+            _add(result, ops.transfer(scheme.split(":")[1].lower(), total_s, raw / f"fg-{scheme}.json"))
+        else:
+            step = 0
+            while result.fg_on_s < total_s - 1:
+                rtts = [s.rtt_ms for s in ops.probe(w, active=active) if s.rtt_ms is not None]
+                label = classify(rtts)
+                cca = decide(label)
+                chunk = min(period_s, total_s - result.fg_on_s)
+                res = ops.transfer(cca, chunk, raw / f"fg-adaptive-{step}.json")
+                _add(result, res)
+                result.decisions.append({"t_s": round(time.monotonic() - start, 1), "class": label, "cca": cca,
+                                         "mbps": None if res is None else mbps(res.bytes_received, res.seconds)})
+                say(f"  decision {step}: background looks like {label!r} -> {cca}")
+                step += 1
+        span = (start - warm, time.monotonic())
+    finally:
+        for client in clients:
+            client.stop()
+    result.bg_mbps = _bg_over(bg_raw, span, warm)
+    return result
+
+
+def _add(result: SchemeResult, res: iperf3.Result | None) -> None:
+    if res is not None:
+        result.fg_bytes += res.bytes_received
+        result.fg_on_s += res.seconds
+
+
+def _bg_over(path: Path, span: tuple[float, float], warm: float) -> float | None:
+    """Mean background throughput over the foreground's span, from its receiver intervals (the
+    background started `warm` seconds before the foreground)."""
+    try:
+        result = iperf3.parse(path.read_text())
+    except (OSError, ValueError):
+        return None
+    length = span[1] - span[0]
+    chosen = [iv for iv in result.intervals if warm <= iv.end_s <= length]
+    seconds = sum(iv.seconds for iv in chosen)
+    return mbps(sum(iv.bytes for iv in chosen), seconds) if seconds else None
+
+
+def fig29_entry(res: SchemeResult, paper: dict) -> dict:
+    return {"background": res.background, "scheme": res.scheme, "fg_mbps": res.fg_mbps, "bg_mbps": res.bg_mbps,
+            "jain": jain([res.fg_mbps, res.bg_mbps]) if res.fg_mbps and res.bg_mbps else None,
+            "decisions": res.decisions, "paper": paper}
+
+
+# Seed 000 section 6.7: the Jain indices the text gives; the bar heights are only in the image.
+PAPER_FIG29 = {
+    ("cubic", "Fixed:CUBIC"): {"fg_mbps": None, "bg_mbps": None, "jain": None},
+    ("cubic", "Fixed:BBR"): {"fg_mbps": None, "bg_mbps": None, "jain": 0.62},
+    ("cubic", "Adaptive"): {"fg_mbps": None, "bg_mbps": None, "jain": 0.99},
+    ("bbr", "Fixed:CUBIC"): {"fg_mbps": None, "bg_mbps": None, "jain": 0.60},
+    ("bbr", "Fixed:BBR"): {"fg_mbps": None, "bg_mbps": None, "jain": None},
+    ("bbr", "Adaptive"): {"fg_mbps": None, "bg_mbps": None, "jain": 0.96},
+}
+
+
+def write_fig29(out_dir: Path, entries: list[dict]) -> Path:
+    path = out_dir / "ops" / "fig29.json"
+    write_json(path, {"format": "longhaul-ops-fig29", "version": 1, "schemes": entries})
+    return path
+

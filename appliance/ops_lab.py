@@ -1,0 +1,197 @@
+"""The OPS experiments of seed 000 (sections 5.2 and 6.7) in the embedded lab.
+
+Roles as in the paper: background on S1/D1 (and S2/D2 for a second stream), foreground on S3/D3,
+the RTT probe on S4/D4 across the shared bottleneck. Passive probing records one RTT a second (the
+mean of 10 pings 1 ms apart); active probing does the same while the probe pair sends a repeating
+profile of short bursts (seed 000: CUBIC 5 s, BBR 5 s, CUBIC 5 s, none 5 s). The lab and the
+profile are declared in TOML (profiles/ops/lab.toml).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+
+from ..collectors.rtt_probe import RttProbe, RttSample
+from ..drivers import iperf3
+from ..hardware import delayline
+from ..hardware.cleanup import CleanupStack, signals_raise
+from ..hardware.executor import Process, ProcessTable, wait_until
+from ..hardware.features import Features, detect
+from ..hardware.netns_lab import LinkSettings, NetnsLab
+from ..hardware.topology import dumbbell
+from . import leftovers
+from .errors import ConfigError, PreflightError
+from .schema import Strict, Topology
+from .store import new_run_id
+from .tomlsource import load
+
+BG_PORT, FG_PORT, PROBE_PORT = 5301, 5311, 5321
+
+
+class ActiveStep(Strict):
+    cca: str = Field(pattern=r"^([a-z0-9_]+)$")    # "none" is a pause
+    seconds: float = Field(gt=0, le=600)
+
+
+class Roles(Strict):
+    background_pairs: list[int] = Field([1, 2], min_length=1, max_length=8)
+    foreground_pair: int = Field(3, ge=1)
+    probe_pair: int = Field(4, ge=1)
+
+
+class Record(Strict):
+    duration_s: float = Field(300, gt=0)
+    warmup_s: float = Field(15, ge=0)
+
+
+class OpsLabFile(Strict):
+    topology: Topology
+    roles: Roles = Roles()
+    record: Record = Record()
+    active_profile: list[ActiveStep] = Field(min_length=1)
+
+
+def load_ops_lab(path: Path) -> OpsLabFile:
+    source = load(path)
+    try:
+        spec = OpsLabFile.model_validate(source.data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        value = err.get("input") if not isinstance(err.get("input"), dict) else None
+        raise ConfigError(path, source.line_of(loc), loc, value, err["msg"].removeprefix("Value error, ")) from None
+    used = [*spec.roles.background_pairs, spec.roles.foreground_pair, spec.roles.probe_pair]
+    if max(used) > spec.topology.pairs or len(set(used)) != len(used):
+        loc = ("roles",)
+        raise ConfigError(path, source.line_of(loc), loc, used,
+                          f"distinct pairs from 1 to topology.pairs = {spec.topology.pairs}")
+    return spec
+
+
+class OpsLab:
+    """A built lab with the OPS roles; use as a context manager (teardown is unconditional)."""
+
+    def __init__(self, spec: OpsLabFile, workdir: Path):
+        self.spec = spec
+        self.workdir = Path(workdir)
+        self.procs = ProcessTable()
+        self.features: Features | None = None
+        self.lab: NetnsLab | None = None
+        self._stack = ExitStack()
+        self._servers: dict[tuple[int, int], Process] = {}
+        self.tag = new_run_id()[-6:]
+
+    def __enter__(self) -> "OpsLab":
+        self.features = detect(delayline.helper_path())
+        problems = self.features.problems()
+        if problems:
+            raise PreflightError("preflight failed:\n  - " + "\n  - ".join(problems))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        cleanup = self._stack.enter_context(CleanupStack())
+        self._stack.enter_context(signals_raise())
+        leftovers.register(self.tag, self.workdir)
+        cleanup.push("forget run marker", lambda: leftovers.unregister(self.tag))
+        cleanup.push("stop processes", self.procs.stop_all)
+        topo = self.spec.topology
+        self.lab = NetnsLab(dumbbell(f"{self.tag}1", topo.pairs, topo.access_rate_mbps, topo.bottleneck_rate_mbps,
+                                     topo.mtu),
+                            LinkSettings(topo.rtt_ms, topo.queue_bytes, "cubic", "large"), self.features,
+                            self.procs, cleanup, self.workdir)
+        self.lab.build()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self._stack.close()
+        return False
+
+    def server(self, pair: int, port: int) -> Process:
+        """The iperf3 server for (pair, port), started on first use; it serves one test at a time."""
+        known = self._servers.get((pair, port))
+        if known is not None and known.poll() is None:
+            return known
+        executor = self.lab.executor(f"D{pair}")
+        proc = executor.start(iperf3.server_argv(port), label=f"iperf3-server-{pair}-{port}")
+        probe = ["ss", "-ltnH", "sport", "=", f":{port}"]
+        wait_until(lambda: proc.poll() is not None or bool(executor.run(probe, check=False).stdout.strip()),
+                   timeout=10, what=f"iperf3 server on D{pair}:{port}")
+        self._servers[(pair, port)] = proc
+        return proc
+
+    def start_background(self, ccas: list[str], seconds: float, raw: Path) -> list[Process]:
+        """One long TCP stream per background pair, each with its congestion control."""
+        clients = []
+        for pair, cca in zip(self.spec.roles.background_pairs, ccas):
+            self.server(pair, BG_PORT)
+            argv = iperf3.client_argv(f"D{pair}", BG_PORT, duration_s=seconds, cca=cca)
+            clients.append(self.lab.executor(f"S{pair}").start(argv, label=f"bg-{pair}-{cca}",
+                                                                stdout=raw / f"bg-{pair}-{cca}.json"))
+        return clients
+
+    def transfer(self, cca: str, seconds: float, raw: Path) -> iperf3.Result | None:
+        """A foreground transfer on its pair; None if iperf3 gave no result."""
+        pair = self.spec.roles.foreground_pair
+        self.server(pair, FG_PORT)
+        argv = iperf3.client_argv(f"D{pair}", FG_PORT, duration_s=seconds, cca=cca)
+        res = self.lab.executor(f"S{pair}").run(argv, timeout=seconds + 60, check=False)
+        raw.write_text(res.stdout)
+        try:
+            return iperf3.parse(res.stdout)
+        except ValueError:
+            return None
+
+    def probe(self, seconds: float, active: bool) -> list[RttSample]:
+        """RTT time series from the probe pair, one value a second, optionally with active probing."""
+        pair = self.spec.roles.probe_pair
+        probe = RttProbe(self.lab.executor(f"S{pair}"), f"D{pair}", "burst")
+        prober = ActiveProber(self, pair) if active else None
+        t0 = time.monotonic()
+        probe.start(t0)
+        if prober:
+            prober.start()
+        try:
+            time.sleep(seconds)   # the probe rounds themselves are paced by the probe's own clock
+        finally:
+            if prober:
+                prober.stop()
+            samples = probe.stop()
+        return [s for s in samples if s.t_s < seconds]
+
+
+class ActiveProber:
+    """Cycles the active probing profile on the probe pair until stopped."""
+
+    def __init__(self, ops: OpsLab, pair: int):
+        self.ops, self.pair = ops, pair
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="active-prober", daemon=True)
+        self._server = None
+        self._current: Process | None = None
+
+    def start(self) -> None:
+        self._server = self.ops.server(self.pair, PROBE_PORT)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        sender = self.ops.lab.executor(f"S{self.pair}")
+        while not self._stop.is_set():
+            for step in self.ops.spec.active_profile:
+                if self._stop.is_set():
+                    return
+                if step.cca == "none":
+                    self._stop.wait(step.seconds)
+                    continue
+                argv = iperf3.client_argv(f"D{self.pair}", PROBE_PORT, duration_s=step.seconds, cca=step.cca)
+                self._current = sender.start(argv, label=f"active-{step.cca}")
+                while self._current.poll() is None and not self._stop.wait(0.05):
+                    pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        if self._current:
+            self._current.stop()

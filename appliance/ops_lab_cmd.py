@@ -1,0 +1,123 @@
+"""`longhaul ops record` and `longhaul ops run`: the OPS commands that drive the lab."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .errors import ConfigError
+
+DEFAULT_LAB = Path("profiles/ops/lab.toml")
+SCHEMES = ("Fixed:CUBIC", "Fixed:BBR", "Adaptive")
+
+
+def add_parsers(ops_sub) -> None:
+    record = ops_sub.add_parser("record", help="record labelled RTT time series of the background classes")
+    record.add_argument("--lab", type=Path, default=DEFAULT_LAB, help="OPS lab declaration (TOML)")
+    record.add_argument("--out", type=Path, required=True, help="dataset CSV to write (a .json sidecar goes beside)")
+    record.add_argument("--duration", type=float, help="seconds per class and probing mode")
+    record.add_argument("--probing", default="passive,active", help="passive, active or both (comma-separated)")
+    record.add_argument("--classes", help="comma-separated subset of the classes (default: all six)")
+    record.set_defaults(func=cmd_record)
+
+    run = ops_sub.add_parser("run", help="seed 000 Figure 29: fixed CUBIC, fixed BBR and adaptive (OPS) foregrounds")
+    run.add_argument("--lab", type=Path, default=DEFAULT_LAB)
+    run.add_argument("--model", type=Path, required=True, help="a model from `longhaul ops train`")
+    run.add_argument("--decision", type=Path, default=Path("profiles/ops/decision.toml"))
+    run.add_argument("--background", default="cubic,bbr", help="background streams to test against")
+    run.add_argument("--schemes", default=",".join(SCHEMES))
+    run.add_argument("--duration", type=float, default=120.0, help="foreground transfer seconds per scheme")
+    run.add_argument("--period", type=float, default=30.0, help="adaptive: seconds of transfer between decisions")
+    run.add_argument("--out", type=Path, default=Path("runs"), help="runs are stored below this directory")
+    run.set_defaults(func=cmd_run)
+
+
+def _lab_spec(path: Path):
+    from .ops_lab import load_ops_lab
+
+    if not path.is_file():
+        raise ConfigError(path, None, ("--lab",), str(path), "no such OPS lab file")
+    return load_ops_lab(path)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from ..collectors.ops_dataset import BACKGROUND_CLASSES
+    from .ops_experiments import record_dataset
+    from .ops_lab import OpsLab
+
+    spec = _lab_spec(args.lab)
+    if args.duration:
+        spec = spec.model_copy(update={"record": spec.record.model_copy(update={"duration_s": args.duration})})
+    modes = [m for m in args.probing.split(",") if m]
+    if not modes or any(m not in ("passive", "active") for m in modes):
+        raise ConfigError(None, None, ("--probing",), args.probing, "passive, active, or passive,active")
+    classes = dict(BACKGROUND_CLASSES)
+    if args.classes:
+        wanted = args.classes.split(",")
+        unknown = [c for c in wanted if c not in classes]
+        if unknown:
+            raise ConfigError(None, None, ("--classes",), unknown, f"classes are: {', '.join(classes)}")
+        classes = {c: classes[c] for c in wanted}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with OpsLab(spec, args.out.parent / f"{args.out.stem}-lab") as ops:
+        record_dataset(spec, ops, classes, modes, args.out, say=lambda m: print(m, file=sys.stderr))
+    print(args.out)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..collectors.ops_decision import load_decision
+    from ..collectors.ops_model import classify, load_model
+    from ..reports.render import write_report
+    from .ops_experiments import PAPER_FIG29, fig29_entry, run_scheme, write_fig29
+    from .ops_lab import OpsLab
+    from .store import new_run_id, now_iso
+    from .tables import write_json
+
+    spec = _lab_spec(args.lab)
+    model = load_model(args.model)
+    decision = load_decision(args.decision)
+    schemes = [s for s in args.schemes.split(",") if s]
+    if any(s not in SCHEMES for s in schemes):
+        raise ConfigError(None, None, ("--schemes",), args.schemes, f"a subset of {', '.join(SCHEMES)}")
+    run_dir = args.out / new_run_id()
+    (run_dir / "raw").mkdir(parents=True)
+    entries = []
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    with OpsLab(spec, run_dir / "lab") as ops:
+        manifest = _manifest(run_dir, spec, ops, args, model)
+        write_json(run_dir / "manifest.json", manifest)
+        write_json(run_dir / "summary.json", {"format": "longhaul-summary", "version": 1,
+                                              "run_id": run_dir.name, "status": "running", "cells": []})
+        for background in [b for b in args.background.split(",") if b]:
+            for scheme in schemes:
+                say(f"background {background}, foreground {scheme}")
+                res = run_scheme(ops, background, scheme, args.duration, run_dir / "raw",
+                                 classify=lambda rtts: classify(model, rtts), decide=decision.cca_for,
+                                 w=model.w, period_s=args.period, active=model.probing == "active", say=say)
+                entries.append(fig29_entry(res, PAPER_FIG29.get((background, scheme), {})))
+                write_fig29(run_dir, entries)
+    manifest.update(status="complete", finished=now_iso())
+    write_json(run_dir / "manifest.json", manifest)
+    write_json(run_dir / "summary.json", {"format": "longhaul-summary", "version": 1, "run_id": run_dir.name,
+                                          "status": "complete", "cells": []})
+    for path in write_report(run_dir, ("html", "pdf")):
+        print(f"report: {path}")
+    print(run_dir)
+    return 0
+
+
+def _manifest(run_dir: Path, spec, ops, args, model) -> dict:
+    from .ops_experiments import lab_conditions
+    from .store import git_revision, now_iso
+
+    return {"format": "longhaul-run", "version": 1, "run_id": run_dir.name, "started": now_iso(),
+            "finished": None, "status": "running", "kind": "ops-run",
+            "longhaul": git_revision(Path(__file__).resolve().parent.parent),
+            "host": {"hostname": os.uname().nodename, "kernel": os.uname().release},
+            "backend": "netns", "features": ops.features.as_dict(), "tools": lab_conditions(spec, ops)["tools"],
+            "config": {"lab": str(args.lab), "model": str(args.model), "decision": str(args.decision),
+                       "duration_s": args.duration, "period_s": args.period},
+            "ops_lab": lab_conditions(spec, ops), "cells": []}
