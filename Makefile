@@ -28,9 +28,11 @@ $(STAMP): pyproject.toml $(DEBSTAMP)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $@
 
-helpers: $(BIN)/longhaul-delayline
+helpers: $(BIN)/longhaul-delayline build/lib/liblonghaul_dtw.so
 $(BIN)/longhaul-delayline: hardware/delayline/delayline.c hardware/delayline/Makefile $(DEBSTAMP)
 	$(MAKE) -C hardware/delayline OUT=$(abspath $(BIN))
+build/lib/liblonghaul_dtw.so: collectors/dtw/dtw.c collectors/dtw/Makefile $(DEBSTAMP)
+	$(MAKE) -C collectors/dtw OUT=$(abspath build/lib)
 
 run: setup
 	$(VENV)/bin/longhaul run --config $(CONFIG)
@@ -42,7 +44,10 @@ test: setup
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 bench: setup
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(VENV)/bin/python bench/run_all.py
+	$(VENV)/bin/python bench/analyze_profile.py
+	$(VENV)/bin/python bench/dtw_knn.py
 
 clean-lab: setup
 	$(VENV)/bin/longhaul clean

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import analyze_cmd, ops_cmd
+from . import analyze_cmd, ops_cmd, ops_lab_cmd
 from .config import load_config
 from ..hardware.cleanup import Interrupted
 from .errors import ConfigError, PreflightError, RunError
@@ -75,8 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     profiles = sub.add_parser("profiles", help="list the profiles with one-line descriptions")
     profiles.add_argument("--config", type=Path, default=Path("config.toml"))
     profiles.set_defaults(func=cmd_profiles)
-    for module in (analyze_cmd, ops_cmd):  # analyses with commands of their own
-        module.register(sub)
+    analyze_cmd.register(sub)  # analyses with commands of their own
+    ops_lab_cmd.add_parsers(ops_cmd.register(sub))
     return parser
 
 

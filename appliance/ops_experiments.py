@@ -87,7 +87,7 @@ def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float, raw: P
         else:
             step = 0
             while result.fg_on_s < total_s - 1:
-                rtts = [s.rtt_ms for s in ops.probe(w, active=active) if s.rtt_ms is not None]
+                rtts = _probe_window(ops, w, active)
                 label = classify(rtts)
                 cca = decide(label)
                 chunk = min(period_s, total_s - result.fg_on_s)
@@ -103,6 +103,17 @@ def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float, raw: P
             client.stop()
     result.bg_mbps = _bg_over(bg_raw, span, warm)
     return result
+
+
+def _probe_window(ops: OpsLab, w: int, active: bool) -> list[float]:
+    """w RTT values for the classifier: a probe round can be lost (every ping of a second dropped
+    under congestion), so probe on until the window is full, up to twice its length."""
+    rtts: list[float] = []
+    for _ in range(2):
+        rtts += [s.rtt_ms for s in ops.probe(w - len(rtts) + 1, active=active) if s.rtt_ms is not None]
+        if len(rtts) >= w:
+            return rtts[-w:]
+    raise RuntimeError(f"the probe got only {len(rtts)} of {w} RTT values in {2 * w} s")
 
 
 def _add(result: SchemeResult, res: iperf3.Result | None) -> None:

@@ -1,8 +1,11 @@
 """What the bottleneck shaper actually sends, read from its own counters (tc -s -j).
 
-While the shaper's queue is never empty it sends at exactly its rate, so the byte counter's slope
-over windows in which every sample saw a backlog is the achieved bottleneck rate, in the frame
-bytes the shaper meters, with no TCP dynamics in the way.
+While the shaper is saturated it sends at exactly its rate, so the byte counter's slope over
+windows in which it stayed saturated is the achieved bottleneck rate, in the frame bytes the shaper
+meters, with no TCP dynamics in the way. Saturated, between two samples: the queue had a backlog,
+or the shaper held packets back for want of tokens (its overlimits counter grew); the second
+matters for small queues (a 1-BDP queue at 0.4 ms is a few dozen packets and is often empty at
+the instant of a sample although the link never idles).
 """
 
 from __future__ import annotations
@@ -15,24 +18,31 @@ import time
 from ..hardware.executor import Executor
 
 
-def tbf_counters(text: str) -> tuple[int, int] | None:
-    """(bytes sent, backlog bytes) of the tbf in `tc -s -j qdisc show` output."""
+def tbf_counters(text: str) -> tuple[int, int, int] | None:
+    """(bytes sent, backlog bytes, overlimits) of the tbf in `tc -s -j qdisc show` output."""
     for qdisc in json.loads(text or "[]"):
         if qdisc.get("kind") == "tbf":
-            return int(qdisc.get("bytes", 0)), int(qdisc.get("backlog", 0))
+            return int(qdisc.get("bytes", 0)), int(qdisc.get("backlog", 0)), int(qdisc.get("overlimits", 0))
     return None
 
 
-def backlogged_rate(samples: list[tuple[float, int, int]], window_s: float = 1.0) -> float | None:
-    """Median Mb/s over consecutive windows of `window_s` in which every sample had a backlog."""
+def _saturated(samples: list[tuple], i: int) -> bool:
+    if samples[i][2] > 0:
+        return True
+    return i > 0 and len(samples[i]) > 3 and samples[i][3] > samples[i - 1][3]
+
+
+def backlogged_rate(samples: list[tuple], window_s: float = 1.0) -> float | None:
+    """Median Mb/s over consecutive windows of `window_s` in which the shaper stayed saturated.
+    samples: (t, bytes, backlog) or (t, bytes, backlog, overlimits)."""
     rates, start = [], 0
     for end in range(len(samples)):
-        if samples[end][2] == 0:
+        if not _saturated(samples, end):
             start = end + 1
             continue
         if start < len(samples) and samples[end][0] - samples[start][0] >= window_s:
-            t0, b0, _ = samples[start]
-            t1, b1, _ = samples[end]
+            t0, b0 = samples[start][:2]
+            t1, b1 = samples[end][:2]
             rates.append((b1 - b0) * 8 / (t1 - t0) / 1e6)
             start = end
     return statistics.median(rates) if rates else None

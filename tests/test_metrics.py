@@ -112,13 +112,13 @@ def test_mbps(nbytes, seconds, expected):
 # ------------------------------------------------------------------------------------------ shaper meter
 
 def test_tbf_counters():
-    assert tbf_counters('[{"kind":"tbf","bytes":100,"backlog":5}]') == (100, 5)
+    assert tbf_counters('[{"kind":"tbf","bytes":100,"backlog":5,"overlimits":3}]') == (100, 5, 3)
 
 
 def test_tbf_counters_below_netem():
     text = json.dumps([{"kind": "netem", "handle": "1:", "bytes": 999, "backlog": 1},
                        {"kind": "tbf", "handle": "10:", "parent": "1:1", "bytes": 123456, "backlog": 0}])
-    assert tbf_counters(text) == (123456, 0)
+    assert tbf_counters(text) == (123456, 0, 0)
 
 
 @pytest.mark.parametrize("text", ["", "[]", '[{"kind":"fq_codel","bytes":1,"backlog":1}]'])
@@ -127,7 +127,7 @@ def test_tbf_counters_none(text):
 
 
 def test_tbf_counters_missing_fields():
-    assert tbf_counters('[{"kind":"tbf"}]') == (0, 0)
+    assert tbf_counters('[{"kind":"tbf"}]') == (0, 0, 0)
 
 
 RATE = 500e6 / 8  # bytes per second at 500 Mb/s
@@ -214,3 +214,11 @@ def test_sample_row():
     record = dict(zip(COLUMNS, row))
     assert record["flow"] == "fg" and record["sport"] == 1000 and record["delivery_rate_mbps"] == 1.0
     assert record["bytes_in_flight"] == 1448 and record["bytes_acked"] == 70_000
+
+
+def test_backlogged_rate_counts_a_busy_small_queue_through_overlimits():
+    # a tiny queue is empty at most sampling instants, but tokens ran out in every interval
+    samples = [(t / 5, int(RATE * t / 5), 0, 10 * t) for t in range(12)]
+    assert backlogged_rate(samples) == pytest.approx(500.0, rel=1e-6)
+    idle = [(t / 5, int(RATE * t / 5), 0, 7) for t in range(12)]
+    assert backlogged_rate(idle) is None

@@ -1,0 +1,286 @@
+"""Labelled RTT time-series for background recognition (seed 000 §5.2-5.3): format, loader, windows.
+
+A dataset is a CSV `<name>.csv` with the header `class,probing,run,t_s,rtt_ms` (one probe value
+per row) and a sidecar `<name>.json` with the lab conditions and the class definitions; the
+format is documented in docs/ops.md. A `run` is one continuous recording of one class in one
+probing mode: windows never span two runs, nor a gap in the probe's 1 s cadence inside a run.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, NamedTuple
+
+import numpy as np
+
+FORMAT = "longhaul-ops-dataset"
+VERSION = 1
+HEADER = ("class", "probing", "run", "t_s", "rtt_ms")
+PROBING = ("passive", "active")
+CCAS = ("cubic", "bbr")
+# Background flows of each class: (sender of the pair, congestion control). Background runs on
+# S1/D1 and, for a second stream, S2/D2; the foreground uses S3/D3 and the probe S4/D4 (§5.2).
+# Why these six: docs/ops.md ("The six background classes").
+CLASSES: dict[str, list[tuple[str, str]]] = {
+    "none": [],
+    "cubic": [("S1", "cubic")],
+    "cubic2": [("S1", "cubic"), ("S2", "cubic")],
+    "bbr": [("S1", "bbr")],
+    "bbr2": [("S1", "bbr"), ("S2", "bbr")],
+    "cubic_bbr": [("S1", "cubic"), ("S2", "bbr")],
+}
+# The same classes as the congestion controls of their background streams, in pair order (S1, S2):
+# the form `longhaul ops record` starts them from.
+BACKGROUND_CLASSES: dict[str, list[str]] = {name: [cca for _, cca in flows] for name, flows in CLASSES.items()}
+# The paper's names for the classes it names (§6.6 mentions "B1-C1" and "B1-B1").
+PAPER_LABELS = {"none": "no background", "cubic": "C1", "cubic2": "C1-C1", "bbr": "B1",
+                "bbr2": "B1-B1", "cubic_bbr": "B1-C1"}
+GAP_FACTOR = 1.5  # a step longer than 1.5 probe intervals is a gap: windows do not cross it
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be used: names the file, line or key, the value and what is allowed."""
+
+    def __init__(self, path, line: int | None, key: tuple, value, allowed: str):
+        self.path, self.line, self.key, self.value, self.allowed = Path(path), line, tuple(key), value, allowed
+        where = f"{path}:{line}" if line else str(path)
+        key_text = ".".join(str(k) for k in key)
+        shown = "" if value is None else f" = {value!r}"
+        super().__init__(f"{where}: {key_text + shown + ': ' if key_text else ''}{allowed}")
+
+
+class Run(NamedTuple):
+    """One continuous recording: its rows in time order."""
+
+    run: str
+    cls: str
+    probing: str
+    t_s: np.ndarray
+    rtt_ms: np.ndarray
+
+
+@dataclass
+class Dataset:
+    path: Path
+    meta: dict
+    runs: list[Run]
+
+    @property
+    def classes(self) -> list[str]:
+        return list(self.meta["classes"])
+
+    @property
+    def lab(self) -> dict:
+        return dict(self.meta.get("lab") or {})
+
+    @property
+    def interval_s(self) -> float:
+        return float((self.meta.get("probe") or {}).get("interval_s", 1.0))
+
+    def probings(self) -> list[str]:
+        present = {r.probing for r in self.runs}
+        return [p for p in PROBING if p in present]
+
+
+def class_flows(classes: dict | None = None) -> dict[str, list[tuple[str, str]]]:
+    """Background flows per class, for the recorder: {"cubic_bbr": [("S1", "cubic"), ("S2", "bbr")]}."""
+    source = CLASSES if classes is None else classes
+    return {name: [tuple(f) for f in (v["flows"] if isinstance(v, dict) else v)]
+            for name, v in source.items()}
+
+
+def sidecar_path(csv_path: Path) -> Path:
+    return Path(csv_path).with_suffix(".json")
+
+
+def default_meta(lab: dict | None = None, **extra) -> dict:
+    """A sidecar for the built-in six classes; `extra` adds keys (probe, active_profile, manifest)."""
+    classes = {name: {"flows": [list(f) for f in flows], "paper_label": PAPER_LABELS[name]}
+               for name, flows in CLASSES.items()}
+    meta = {"format": FORMAT, "version": VERSION, "lab": dict(lab or {}), "classes": classes,
+            "probe": {"interval_s": 1.0, "pings": 10, "ping_gap_ms": 1}}
+    meta.update(extra)
+    return meta
+
+
+# ---- writing -----------------------------------------------------------------------------------
+
+def write(csv_path: Path, rows: Iterable[tuple], meta: dict) -> Path:
+    """Write rows (class, probing, run, t_s, rtt_ms) and the sidecar; validates the sidecar first."""
+    csv_path = Path(csv_path)
+    meta = dict(meta, classes=normalise_classes(sidecar_path(csv_path), meta.get("classes")))
+    _check_meta(sidecar_path(csv_path), meta)
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(csv_path, "w", newline="", encoding="utf-8") as fh:
+        out = csv.writer(fh, lineterminator="\n")
+        out.writerow(HEADER)
+        for cls, probing, run, t_s, rtt in rows:
+            out.writerow((cls, probing, run, f"{float(t_s):.3f}", f"{float(rtt):.3f}"))
+    sidecar_path(csv_path).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return csv_path
+
+
+# ---- loading and validation --------------------------------------------------------------------
+
+def load(csv_path: Path) -> Dataset:
+    """Read and validate a dataset; raises DatasetError naming the first problem found."""
+    csv_path = Path(csv_path)
+    side = sidecar_path(csv_path)
+    meta = _read_meta(side)
+    meta["classes"] = normalise_classes(side, meta.get("classes"))
+    _check_meta(side, meta)
+    return Dataset(path=csv_path, meta=meta, runs=_read_runs(csv_path, set(meta["classes"])))
+
+
+def _read_meta(side: Path) -> dict:
+    try:
+        meta = json.loads(side.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DatasetError(side, None, (), None, f"cannot read the sidecar: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise DatasetError(side, exc.lineno, (), None, f"not valid JSON: {exc.msg}") from exc
+    if not isinstance(meta, dict):
+        raise DatasetError(side, None, (), None, "the sidecar must be a JSON object")
+    return meta
+
+
+def normalise_classes(side: Path, classes):
+    """Sidecar classes as {name: {"flows": [[sender, cca], ...], ...}}. Also accepted, as the
+    recorder may write them: {name: ["cubic", "bbr"]} (streams on S1, S2, ... in order) and
+    {name: [["S1", "cubic"], ...]}. Anything else is left for _check_meta to reject."""
+    if not isinstance(classes, dict):
+        return classes
+    out = {}
+    for name, spec in classes.items():
+        if isinstance(spec, list) and all(isinstance(c, str) for c in spec):
+            spec = {"flows": [[f"S{i + 1}", cca] for i, cca in enumerate(spec)]}
+        elif isinstance(spec, list):
+            spec = {"flows": spec}
+        out[name] = spec
+    return out
+
+
+def _check_meta(side: Path, meta: dict) -> None:
+    if meta.get("format") != FORMAT:
+        raise DatasetError(side, None, ("format",), meta.get("format"), f"must be {FORMAT!r}")
+    if meta.get("version") != VERSION:
+        raise DatasetError(side, None, ("version",), meta.get("version"), f"this reader knows version {VERSION}")
+    classes = meta.get("classes")
+    if not isinstance(classes, dict) or len(classes) < 2:
+        raise DatasetError(side, None, ("classes",), None, "an object of at least two classes")
+    for name, spec in classes.items():
+        flows = spec.get("flows") if isinstance(spec, dict) else None
+        if not isinstance(flows, list) or not all(
+                isinstance(f, list) and len(f) == 2 and all(isinstance(x, str) for x in f) for f in flows):
+            raise DatasetError(side, None, ("classes", name, "flows"), flows,
+                               'a list of ["<sender>", "<cca>"] pairs (empty for no background)')
+    if not isinstance(meta.get("lab", {}), dict):
+        raise DatasetError(side, None, ("lab",), meta.get("lab"), "an object of lab conditions")
+    interval = (meta.get("probe") or {}).get("interval_s", 1.0)
+    if not isinstance(interval, (int, float)) or not interval > 0:
+        raise DatasetError(side, None, ("probe", "interval_s"), interval, "a positive number of seconds")
+
+
+def _read_runs(csv_path: Path, classes: set[str]) -> list[Run]:
+    try:
+        fh = open(csv_path, newline="", encoding="utf-8")
+    except OSError as exc:
+        raise DatasetError(csv_path, None, (), None, f"cannot read the CSV: {exc.strerror}") from exc
+    rows: dict[str, list] = {}
+    with fh:
+        reader = csv.reader(fh)
+        header = tuple(next(reader, ()))
+        if header != HEADER:
+            raise DatasetError(csv_path, 1, (), ",".join(header), f"the header must be {','.join(HEADER)}")
+        for line, rec in enumerate(reader, start=2):
+            _add_row(csv_path, line, rec, classes, rows)
+    if not rows:
+        raise DatasetError(csv_path, None, (), None, "no data rows")
+    return [Run(run, c, p, np.asarray(t), np.asarray(v)) for run, (c, p, t, v, _) in rows.items()]
+
+
+def _add_row(path: Path, line: int, rec: list, classes: set[str], rows: dict) -> None:
+    if len(rec) != len(HEADER):
+        raise DatasetError(path, line, (), ",".join(rec), f"{len(HEADER)} fields: {','.join(HEADER)}")
+    cls, probing, run, t_text, rtt_text = rec
+    if cls not in classes:
+        raise DatasetError(path, line, ("class",), cls, f"one of the sidecar's classes: {sorted(classes)}")
+    if probing not in PROBING:
+        raise DatasetError(path, line, ("probing",), probing, f"one of {list(PROBING)}")
+    if not run:
+        raise DatasetError(path, line, ("run",), run, "a non-empty run identifier")
+    t_s, rtt = _number(path, line, "t_s", t_text), _number(path, line, "rtt_ms", rtt_text)
+    if rtt <= 0:
+        raise DatasetError(path, line, ("rtt_ms",), rtt_text, "a positive RTT in milliseconds")
+    entry = rows.setdefault(run, [cls, probing, [], [], line])
+    if (entry[0], entry[1]) != (cls, probing):
+        raise DatasetError(path, line, ("run",), run, f"run {run!r} began on line {entry[4]} as "
+                           f"{entry[0]}/{entry[1]}; a run is one class in one probing mode")
+    if entry[2] and t_s <= entry[2][-1]:
+        raise DatasetError(path, line, ("t_s",), t_text, f"increasing within run {run!r} (previous {entry[2][-1]})")
+    entry[2].append(t_s)
+    entry[3].append(rtt)
+
+
+def _number(path: Path, line: int, key: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise DatasetError(path, line, (key,), text, "a finite number")
+    return value
+
+
+# ---- windows -----------------------------------------------------------------------------------
+
+def windows(series, w: int) -> np.ndarray:
+    """Non-overlapping windows of w points, in order; the incomplete tail is dropped. (n, w)."""
+    w = _check_w(w)
+    x = np.asarray(series, dtype=np.float64).ravel()
+    n = len(x) // w
+    return x[: n * w].reshape(n, w)
+
+
+def _check_w(w) -> int:
+    if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1:
+        raise ValueError(f"window length w must be a positive integer, got {w!r}")
+    return int(w)
+
+
+def segments(run: Run, interval_s: float = 1.0) -> list[np.ndarray]:
+    """The run's RTT values split wherever the probe missed samples (step > GAP_FACTOR intervals)."""
+    if len(run.t_s) == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(run.t_s) > GAP_FACTOR * interval_s) + 1
+    return np.split(run.rtt_ms, breaks)
+
+
+def build_xy(dataset: Dataset, probing: str, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """X (n, w) windows and y (n,) class names of one probing mode, every run and segment in turn."""
+    if probing not in PROBING:
+        raise ValueError(f"probing {probing!r}: one of {PROBING}")
+    w = _check_w(w)
+    xs, ys = [], []
+    for run in dataset.runs:
+        if run.probing != probing:
+            continue
+        for seg in segments(run, dataset.interval_s):
+            win = windows(seg, w)
+            xs.append(win)
+            ys.extend([run.cls] * len(win))
+    if not xs:
+        return np.empty((0, w)), np.asarray([], dtype=str)
+    return np.vstack(xs), np.asarray(ys, dtype=str)
+
+
+def summary(dataset: Dataset) -> dict:
+    """Minutes recorded per probing mode and class, for reports and the docs."""
+    out: dict = {}
+    for run in dataset.runs:
+        per = out.setdefault(run.probing, {})
+        per[run.cls] = per.get(run.cls, 0.0) + len(run.rtt_ms) * dataset.interval_s / 60.0
+    return out

@@ -1,0 +1,148 @@
+"""Classifiers and cross-validation on a small synthetic dataset; `longhaul ops evaluate` output."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import ops_synthetic
+from longhaul.appliance.cli import main
+from longhaul.collectors import ops_classify as oc
+from longhaul.collectors import ops_dataset
+
+N_CLASSES = len(ops_dataset.CLASSES)
+
+
+@pytest.fixture(scope="module")
+def dataset_path(tmp_path_factory):
+    return ops_synthetic.write(tmp_path_factory.mktemp("ops") / "syn.csv", minutes=4, seed=2)
+
+
+@pytest.fixture(scope="module")
+def dataset(dataset_path):
+    return ops_dataset.load(dataset_path)
+
+
+@pytest.fixture(scope="module")
+def full_eval(dataset):
+    """Every classifier, both probing modes, w = 10 and 20."""
+    return oc.evaluate(dataset, ws=[10, 20])
+
+
+def test_every_classifier_far_above_chance(full_eval):
+    chance = 1 / N_CLASSES
+    assert len(full_eval["results"]) == 2 * 2 * 6  # probings x ws x (1/3/5-NN, MLP, SVM, GNB)
+    for r in full_eval["results"]:
+        assert r["accuracy_mean"] > 3 * chance, r
+
+
+def test_result_entries_and_fold_structure(full_eval):
+    keys = {"classifier", "k", "w", "probing", "accuracy_mean", "accuracy_folds"}
+    for r in full_eval["results"]:
+        assert keys <= set(r)
+        assert len(r["accuracy_folds"]) == 5
+        assert r["accuracy_mean"] == pytest.approx(np.mean(r["accuracy_folds"]))
+        assert (r["k"] in (1, 3, 5)) == (r["classifier"] == "knn")
+        assert r["n_windows"] == N_CLASSES * 4 * 60 // r["w"]
+    combos = {(r["probing"], r["w"], r["classifier"], r["k"]) for r in full_eval["results"]}
+    assert len(combos) == len(full_eval["results"])
+
+
+def test_details_confusion_and_report(full_eval):
+    details = full_eval["details"]
+    assert {d["w"] for d in details} == {10}
+    assert len(details) == 2 * 6
+    for d in details:
+        cm = np.array(d["confusion"])
+        assert cm.shape == (N_CLASSES, N_CLASSES)
+        assert cm.sum() == N_CLASSES * 24  # every window predicted once, out of fold
+        assert cm.sum(axis=1).tolist() == [24] * N_CLASSES  # stratified: 24 windows per true class
+        assert d["accuracy"] == pytest.approx(np.trace(cm) / cm.sum())
+        assert set(d["per_class"]) == set(ops_dataset.CLASSES)
+        for m in d["per_class"].values():
+            assert {"precision", "recall", "f1", "support"} <= set(m)
+
+
+def test_settings_record_normalisation_and_dataset(full_eval, dataset_path):
+    s = full_eval["settings"]
+    assert s["folds"] == 5 and s["shuffle"] is True and s["dtw_window"] == 10
+    assert set(s["normalisation"]) == {"knn", "mlp", "svm", "gnb"}
+    assert full_eval["dataset"]["name"] == dataset_path.stem
+    assert full_eval["dataset"]["class_flows"]["cubic_bbr"] == [("S1", "cubic"), ("S2", "bbr")]
+    json.dumps(full_eval)  # serialisable as is
+
+
+def test_stratified_folds_keep_class_shares(dataset):
+    from sklearn.model_selection import StratifiedKFold
+
+    X, y = ops_dataset.build_xy(dataset, "passive", 10)
+    for _, test in StratifiedKFold(5, shuffle=True, random_state=0).split(X, y):
+        _, counts = np.unique(y[test], return_counts=True)
+        assert counts.max() - counts.min() <= 1
+
+
+def test_knn_ks_share_one_neighbour_search(dataset):
+    X, y = ops_dataset.build_xy(dataset, "active", 10)
+    train, test = np.arange(0, len(y), 2), np.arange(1, len(y), 2)
+    preds, _, _ = oc.fold_predictions(X, y, train, test, oc.specs(["knn"], [1, 3]))
+    for k in (1, 3):
+        direct = oc.make_estimator("knn", k=k).fit(X[train], y[train]).predict(X[test])
+        assert np.array_equal(preds[oc.Spec("knn", k)], direct)
+
+
+def test_reproducible(dataset):
+    a = oc.evaluate(dataset, ["passive"], [15], ["knn", "gnb"], [1])
+    b = oc.evaluate(dataset, ["passive"], [15], ["knn", "gnb"], [1])
+    assert [r["accuracy_folds"] for r in a["results"]] == [r["accuracy_folds"] for r in b["results"]]
+
+
+def test_too_few_windows_skipped(dataset):
+    ev = oc.evaluate(dataset, ["passive"], [60], ["gnb"])  # 4 windows per class < 5 folds
+    assert ev["results"] == [] and ev["skipped"][0]["w"] == 60
+
+
+def test_unknown_classifier():
+    with pytest.raises(ValueError):
+        oc.specs(["forest"])
+
+
+# ---- the command -------------------------------------------------------------------------------
+
+def test_evaluate_json_shape(dataset_path, capsys, tmp_path):
+    rc = main(["ops", "evaluate", str(dataset_path), "--json", "--w", "10,20",
+               "--classifiers", "knn,gnb", "--probing", "active", "--out", str(tmp_path / "run")])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)  # exactly one JSON object on stdout
+    assert len(out["results"]) == 2 * 4
+    for r in out["results"]:
+        assert set(r) >= {"classifier", "k", "w", "probing", "accuracy_mean", "accuracy_folds"}
+        assert r["probing"] == "active" and r["w"] in (10, 20)
+        assert (r["k"] is None) == (r["classifier"] == "gnb")
+    stored = json.loads((tmp_path / "run" / "ops" / "evaluation.json").read_text())
+    assert stored["results"] == out["results"]
+
+
+def test_evaluate_tables(dataset_path, capsys):
+    assert main(["ops", "evaluate", str(dataset_path), "--w", "20", "--classifiers", "gnb"]) == 0
+    text = capsys.readouterr().out
+    assert "passive probing" in text and "GNB" in text
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--w", "0"], "--w"),
+    (["--w", "ten"], "--w"),
+    (["--probing", "sideways"], "--probing"),
+    (["--classifiers", "forest"], "--classifiers"),
+    (["--folds", "1"], "--folds"),
+])
+def test_evaluate_bad_arguments_exit_2(dataset_path, capsys, args, fragment):
+    assert main(["ops", "evaluate", str(dataset_path), *args]) == 2
+    assert fragment in capsys.readouterr().err
+
+
+def test_evaluate_bad_dataset_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("class,probing,run,t_s,rtt_ms\n")
+    assert main(["ops", "evaluate", str(bad)]) == 2
+    assert "sidecar" in capsys.readouterr().err

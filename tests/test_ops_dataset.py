@@ -1,0 +1,162 @@
+"""OPS dataset format: writing, loading, validation errors, windows that never cross a run or gap."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import ops_synthetic
+from longhaul.collectors import ops_dataset as ds
+
+
+def _write(tmp_path, rows, meta=None, name="d.csv"):
+    return ds.write(tmp_path / name, rows, meta or ds.default_meta({"rtt_ms": 128}))
+
+
+def _rows(cls="cubic", probing="passive", run="r1", n=7, t0=0.0, rtt=150.0):
+    return [(cls, probing, run, t0 + i, rtt + i) for i in range(n)]
+
+
+# ---- classes -----------------------------------------------------------------------------------
+
+def test_six_classes_with_their_background_flows():
+    flows = ds.class_flows()
+    assert list(flows) == ["none", "cubic", "cubic2", "bbr", "bbr2", "cubic_bbr"]
+    assert flows["none"] == []
+    assert flows["cubic_bbr"] == [("S1", "cubic"), ("S2", "bbr")]
+    assert flows["bbr2"] == [("S1", "bbr"), ("S2", "bbr")]
+    # at most two streams, only CUBIC and BBR, on the background pairs S1 and S2
+    for f in flows.values():
+        assert len(f) <= 2 and all(p in ("S1", "S2") and c in ds.CCAS for p, c in f)
+    assert len({tuple(sorted(c for _, c in f)) for f in flows.values()}) == 6  # all distinct mixtures
+
+
+def test_background_classes_as_cca_lists():
+    assert ds.BACKGROUND_CLASSES["cubic_bbr"] == ["cubic", "bbr"]
+    assert ds.BACKGROUND_CLASSES["none"] == [] and ds.BACKGROUND_CLASSES["bbr2"] == ["bbr", "bbr"]
+
+
+@pytest.mark.parametrize("form", ["cca lists", "pairs"])
+def test_sidecar_classes_in_the_recorder_forms(tmp_path, form):
+    meta = ds.default_meta()
+    meta["classes"] = (dict(ds.BACKGROUND_CLASSES) if form == "cca lists"
+                       else {n: [list(f) for f in flows] for n, flows in ds.CLASSES.items()})
+    data = ds.load(_write(tmp_path, _rows(), meta))
+    assert ds.class_flows(data.meta["classes"]) == ds.class_flows()
+
+
+def test_class_flows_of_a_sidecar():
+    meta = ds.default_meta()
+    assert ds.class_flows(meta["classes"]) == ds.class_flows()
+
+
+# ---- round trip --------------------------------------------------------------------------------
+
+def test_synthetic_round_trip(tmp_path):
+    path = ops_synthetic.write(tmp_path / "syn.csv", minutes=2, seed=5)
+    data = ds.load(path)
+    assert data.classes == list(ds.CLASSES)
+    assert data.probings() == ["passive", "active"]
+    assert len(data.runs) == 12
+    assert all(len(r.rtt_ms) == 120 for r in data.runs)
+    assert ds.summary(data)["active"]["bbr"] == pytest.approx(2.0)
+    assert data.lab["rtt_ms"] == 128
+    header = path.read_text().splitlines()[0]
+    assert header == "class,probing,run,t_s,rtt_ms"
+    assert json.loads(ds.sidecar_path(path).read_text())["format"] == ds.FORMAT
+
+
+def test_build_xy_per_probing(tmp_path):
+    path = ops_synthetic.write(tmp_path / "syn.csv", minutes=1, seed=1, probings=("passive",))
+    data = ds.load(path)
+    X, y = ds.build_xy(data, "passive", 10)
+    assert X.shape == (36, 10) and y.shape == (36,)
+    assert sorted(set(y)) == sorted(ds.CLASSES)
+    X, y = ds.build_xy(data, "active", 10)
+    assert X.shape == (0, 10) and len(y) == 0
+    with pytest.raises(ValueError):
+        ds.build_xy(data, "sideways", 10)
+
+
+# ---- windows -----------------------------------------------------------------------------------
+
+def test_windows_non_overlapping_and_tail_dropped():
+    win = ds.windows(np.arange(23.0), 5)
+    assert win.shape == (4, 5)
+    assert win[0].tolist() == [0, 1, 2, 3, 4] and win[-1].tolist() == [15, 16, 17, 18, 19]
+    assert ds.windows(np.arange(4.0), 5).shape == (0, 5)
+
+
+@pytest.mark.parametrize("w", [0, -5, 2.5, True, "10"])
+def test_windows_bad_w(w):
+    with pytest.raises(ValueError):
+        ds.windows(np.arange(10.0), w)
+
+
+def test_windows_never_span_two_runs(tmp_path):
+    rows = _rows(run="a", n=7) + _rows(run="b", n=7, t0=7) + _rows("bbr", run="c", n=10)
+    data = ds.load(_write(tmp_path, rows))
+    X, y = ds.build_xy(data, "passive", 5)
+    # 7 + 7 points of cubic in two runs give two windows, not the two-and-a-bit of 14 points
+    assert y.tolist() == ["cubic", "cubic", "bbr", "bbr"]
+    assert X[0].tolist() == [150, 151, 152, 153, 154] and X[1].tolist() == [150, 151, 152, 153, 154]
+
+
+def test_windows_never_span_a_probe_gap(tmp_path):
+    rows = _rows(n=7) + [("cubic", "passive", "r1", 20.0 + i, 200.0 + i) for i in range(6)]
+    data = ds.load(_write(tmp_path, rows))
+    X, _ = ds.build_xy(data, "passive", 5)
+    assert X.tolist() == [[150, 151, 152, 153, 154], [200, 201, 202, 203, 204]]
+
+
+# ---- validation --------------------------------------------------------------------------------
+
+def _csv(tmp_path, text, meta=None):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    ds.sidecar_path(path).write_text(json.dumps(meta or ds.default_meta()))
+    return path
+
+
+@pytest.mark.parametrize("body, line, fragment", [
+    ("class,probing,run,t,rtt_ms\n", 1, "header must be"),
+    ("class,probing,run,t_s,rtt_ms\ncubic,passive,r,0,150\nreno,passive,r,1,150\n", 3, "'reno'"),
+    ("class,probing,run,t_s,rtt_ms\ncubic,sideways,r,0,150\n", 2, "one of ['passive', 'active']"),
+    ("class,probing,run,t_s,rtt_ms\ncubic,passive,,0,150\n", 2, "non-empty run"),
+    ("class,probing,run,t_s,rtt_ms\ncubic,passive,r,0,150\ncubic,passive,r,0,151\n", 3, "increasing"),
+    ("class,probing,run,t_s,rtt_ms\ncubic,passive,r,0,nan\n", 2, "finite number"),
+    ("class,probing,run,t_s,rtt_ms\ncubic,passive,r,0,-3\n", 2, "positive RTT"),
+    ("class,probing,run,t_s,rtt_ms\ncubic,passive,r,0,150\nbbr,passive,r,1,150\n", 3, "one class in one probing"),
+    ("class,probing,run,t_s,rtt_ms\ncubic,passive,r,0\n", 2, "5 fields"),
+    ("class,probing,run,t_s,rtt_ms\n", None, "no data rows"),
+])
+def test_csv_errors_name_file_and_line(tmp_path, body, line, fragment):
+    path = _csv(tmp_path, body)
+    with pytest.raises(ds.DatasetError) as err:
+        ds.load(path)
+    assert err.value.line == line
+    assert str(path) in str(err.value) and fragment in str(err.value)
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"format": "csv"}, ("format",)),
+    ({"version": 9}, ("version",)),
+    ({"classes": {"only": {"flows": []}}}, ("classes",)),
+    ({"classes": {"a": {"flows": []}, "b": {"flows": [["S1"]]}}}, ("classes", "b", "flows")),
+    ({"probe": {"interval_s": 0}}, ("probe", "interval_s")),
+])
+def test_sidecar_errors(tmp_path, change, key):
+    meta = ds.default_meta()
+    meta.update(change)
+    path = _csv(tmp_path, "class,probing,run,t_s,rtt_ms\ncubic,passive,r,0,150\n", meta)
+    with pytest.raises(ds.DatasetError) as err:
+        ds.load(path)
+    assert err.value.key == key and err.value.path == ds.sidecar_path(path)
+
+
+def test_missing_sidecar(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("class,probing,run,t_s,rtt_ms\n")
+    with pytest.raises(ds.DatasetError, match="cannot read the sidecar"):
+        ds.load(path)

@@ -1,0 +1,143 @@
+"""The report's OPS section, rendered from ops/evaluation.json and ops/fig29.json of a run directory."""
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import ops_synthetic
+import report_fixtures
+from longhaul.collectors import ops_classify, ops_dataset
+from longhaul.reports import ops_section
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+VOID = {"br", "hr", "img", "input", "meta", "link", "col", "wbr", "source"}
+FIG29 = {"schemes": [
+    {"background": "cubic", "scheme": "Fixed:CUBIC", "fg_mbps": 231.0, "bg_mbps": 238.0, "jain": 0.99,
+     "paper": {"fg_mbps": None, "bg_mbps": None, "jain": None}},
+    {"background": "cubic", "scheme": "Fixed:BBR", "fg_mbps": 402.0, "bg_mbps": 61.0, "jain": 0.64,
+     "paper": {"fg_mbps": None, "bg_mbps": None, "jain": 0.62}},
+    {"background": "cubic", "scheme": "Adaptive", "fg_mbps": 220.0, "bg_mbps": 249.0, "jain": 0.99,
+     "paper": {"fg_mbps": None, "bg_mbps": None, "jain": 0.99}},
+    {"background": "bbr", "scheme": "Fixed:CUBIC", "fg_mbps": 52.0, "bg_mbps": 418.0, "jain": 0.62},
+    {"background": "bbr", "scheme": "Fixed:BBR", "fg_mbps": 229.0, "bg_mbps": 236.0, "jain": 1.0,
+     "paper": {"fg_mbps": None, "bg_mbps": None, "jain": None}},
+    {"background": "bbr", "scheme": "Adaptive", "fg_mbps": 201.0, "bg_mbps": 262.0, "jain": 0.98,
+     "paper": {"fg_mbps": 200.0, "bg_mbps": 250.0, "jain": 0.96}},
+]}
+
+
+@pytest.fixture(scope="module")
+def evaluation(tmp_path_factory):
+    path = ops_synthetic.write(tmp_path_factory.mktemp("ops") / "syn.csv", minutes=3, seed=9)
+    return ops_classify.evaluate(ops_dataset.load(path), ws=[10, 20], classifiers=["knn", "gnb"])
+
+
+def _run_dir(tmp_path, evaluation=None, fig29=None) -> Path:
+    ops = tmp_path / "ops"
+    ops.mkdir(parents=True)
+    if evaluation is not None:
+        (ops / "evaluation.json").write_text(json.dumps(evaluation))
+    if fig29 is not None:
+        (ops / "fig29.json").write_text(json.dumps(fig29))
+    return tmp_path
+
+
+def _section(run_dir: Path) -> str | None:
+    return ops_section.section(SimpleNamespace(run_dir=run_dir, manifest={}, summary={}))
+
+
+class _Balance(HTMLParser):
+    """Fails on a closing tag that does not match the open one; records the open stack."""
+
+    def __init__(self):
+        super().__init__()
+        self.stack: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes <{self.stack[-1:]}>"
+        self.stack.pop()
+
+
+def _svgs(html: str) -> list[ET.Element]:
+    return [ET.fromstring(s) for s in re.findall(r"<svg.*?</svg>", html, re.S)]
+
+
+def _titles(svg: ET.Element) -> tuple[str, list[str]]:
+    title = svg.find(f"{SVG_NS}title")
+    texts = ["".join(t.itertext()) for t in svg.iter(f"{SVG_NS}text")]
+    return (title.text if title is not None else ""), texts
+
+
+def test_nothing_to_show(tmp_path):
+    assert _section(tmp_path) is None
+    (tmp_path / "ops").mkdir()
+    assert _section(tmp_path) is None
+
+
+def test_full_section_parses_and_every_svg_has_a_title(tmp_path, evaluation):
+    html = _section(_run_dir(tmp_path, evaluation, FIG29))
+    parser = _Balance()
+    parser.feed(html)
+    parser.close()
+    assert parser.stack == []
+    assert html.startswith('<section id="ops">')
+    svgs = _svgs(html)
+    # per probing: accuracy vs w, box per classifier, box per w; confusion grid; Figure 29
+    assert len(svgs) == 2 * 3 + 1 + 1
+    for svg in svgs:
+        title, texts = _titles(svg)
+        assert title.startswith("OPS: ")
+        assert any(title == t for t in texts), title  # the title is also drawn on the figure
+        assert any(t == "accuracy (%)" or "(Mb/s)" in t or "(windows)" in t for t in texts)  # units
+    drawn = [t for svg in svgs for t in _titles(svg)[1]]
+    for name in ("1-NN (DTW)", "3-NN (DTW)", "5-NN (DTW)", "GNB", "FG (ours)", "correct (diagonal)"):
+        assert name in drawn  # legends
+
+
+def test_section_content(tmp_path, evaluation):
+    html = _section(_run_dir(tmp_path, evaluation, FIG29))
+    assert "passive probing" in html and "active probing" in html
+    assert "Figure 26" in html and "Figures 27b and 28b" in html
+    for cls in ops_dataset.CLASSES:
+        assert f'class="mono">{cls}</th>' in html  # per-class precision/recall/F1 rows
+    # Jain: ours and the paper's from the text, filled in when fig29.json leaves them out
+    assert "(paper 0.62)" in html and "(paper 0.60)" in html and "(paper 0.96)" in html
+    assert "(paper 0.99)" in html
+
+
+def test_only_fig29(tmp_path):
+    html = _section(_run_dir(tmp_path, fig29=FIG29))
+    assert "Figure 29" in html and "Background recognition" not in html
+    assert len(_svgs(html)) == 1
+
+
+def test_broken_files_become_notes(tmp_path):
+    run_dir = _run_dir(tmp_path, fig29={"schemes": []})
+    (run_dir / "ops" / "evaluation.json").write_text("{not json")
+    html = _section(run_dir)
+    assert "evaluation.json could not be read" in html and "fig29.json has no schemes" in html
+
+
+def test_foreign_evaluation_format(tmp_path):
+    html = _section(_run_dir(tmp_path, {"format": "something-else", "results": []}))
+    assert "not shown" in html
+
+
+def test_inlined_in_the_report(tmp_path, evaluation):
+    from longhaul.reports.render import render_html
+
+    run_dir = report_fixtures.make_store(tmp_path)
+    _run_dir(run_dir, evaluation, FIG29)
+    html = render_html(run_dir)
+    assert '<section id="ops">' in html
+    assert html.index('<section id="ops">') < html.index('<section id="notes">')
