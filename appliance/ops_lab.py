@@ -30,7 +30,11 @@ from .schema import Strict, Topology
 from .store import new_run_id
 from .tomlsource import load
 
-BG_PORT, FG_PORT, PROBE_PORT = 5301, 5311, 5321
+FG_PORT = 5311
+# Background and active-probe streams are stopped mid-test; an iperf3 server needs a moment to
+# notice and would refuse the next test meanwhile ("server is busy"), so each start takes a port
+# of its own from here on.
+FIRST_FREE_PORT = 5400
 
 
 class ActiveStep(Strict):
@@ -84,6 +88,7 @@ class OpsLab:
         self.lab: NetnsLab | None = None
         self._stack = ExitStack()
         self._servers: dict[tuple[int, int], Process] = {}
+        self._next_port = FIRST_FREE_PORT
         self.tag = new_run_id()[-6:]
 
     def __enter__(self) -> "OpsLab":
@@ -122,12 +127,17 @@ class OpsLab:
         self._servers[(pair, port)] = proc
         return proc
 
+    def fresh_port(self) -> int:
+        self._next_port += 1
+        return self._next_port
+
     def start_background(self, ccas: list[str], seconds: float, raw: Path) -> list[Process]:
         """One long TCP stream per background pair, each with its congestion control."""
         clients = []
+        port = self.fresh_port()
         for pair, cca in zip(self.spec.roles.background_pairs, ccas):
-            self.server(pair, BG_PORT)
-            argv = iperf3.client_argv(f"D{pair}", BG_PORT, duration_s=seconds, cca=cca)
+            self.server(pair, port)
+            argv = iperf3.client_argv(f"D{pair}", port, duration_s=seconds, cca=cca)
             clients.append(self.lab.executor(f"S{pair}").start(argv, label=f"bg-{pair}-{cca}",
                                                                 stdout=raw / f"bg-{pair}-{cca}.json"))
         return clients
@@ -169,11 +179,12 @@ class ActiveProber:
         self.ops, self.pair = ops, pair
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="active-prober", daemon=True)
-        self._server = None
+        self._port = 0
         self._current: Process | None = None
 
     def start(self) -> None:
-        self._server = self.ops.server(self.pair, PROBE_PORT)
+        self._port = self.ops.fresh_port()
+        self.ops.server(self.pair, self._port)
         self._thread.start()
 
     def _loop(self) -> None:
@@ -185,7 +196,7 @@ class ActiveProber:
                 if step.cca == "none":
                     self._stop.wait(step.seconds)
                     continue
-                argv = iperf3.client_argv(f"D{self.pair}", PROBE_PORT, duration_s=step.seconds, cca=step.cca)
+                argv = iperf3.client_argv(f"D{self.pair}", self._port, duration_s=step.seconds, cca=step.cca)
                 self._current = sender.start(argv, label=f"active-{step.cca}")
                 while self._current.poll() is None and not self._stop.wait(0.05):
                     pass
