@@ -6,12 +6,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from .errors import ConfigError
 from .profiles import Profile, find_profile, load_profile
 from .schema import Strict
 from .tomlsource import load
+from .validation import validate
 
 IMPLEMENTED_BACKENDS = ("netns",)
 
@@ -85,16 +86,7 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
     if time_scale is not None and not 0 < time_scale <= 10:
         raise ConfigError(None, None, ("--time-scale",), time_scale, "a factor in (0, 10]")
     source = load(path)
-    try:
-        data = ConfigFile.model_validate(source.data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown key; allowed here: {_allowed_keys(loc)}"
-        value = err.get("input") if not isinstance(err.get("input"), dict) else None
-        raise ConfigError(path, source.line_of(loc), loc, value, msg) from None
+    data = validate(source, ConfigFile)
     if data.lab.backend not in IMPLEMENTED_BACKENDS:  # ssh and qemu: reserved names for what comes
         loc = ("lab", "backend")
         raise ConfigError(path, source.line_of(loc), loc, data.lab.backend,
@@ -113,13 +105,3 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
         profiles.append(load_profile(profile_path, time_scale))
     return Config(path=path.resolve(), data=data, raw=source.data, profiles=profiles, time_scale=time_scale,
                   profile_dir_override=Path(profile_dir) if profile_dir else None)
-
-
-def _allowed_keys(loc: tuple) -> str:
-    model = ConfigFile
-    for part in loc[:-1]:
-        field = model.model_fields.get(part)
-        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, Strict):
-            break
-        model = field.annotation
-    return ", ".join(model.model_fields)

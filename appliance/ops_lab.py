@@ -14,7 +14,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from ..collectors.rtt_probe import RttProbe, RttSample
 from ..drivers import iperf3
@@ -29,6 +29,7 @@ from .errors import ConfigError, PreflightError
 from .schema import Strict, Topology
 from .store import new_run_id
 from .tomlsource import load
+from .validation import validate
 
 FG_PORT = 5311
 # Background and active-probe streams are stopped mid-test; an iperf3 server needs a moment to
@@ -62,13 +63,7 @@ class OpsLabFile(Strict):
 
 def load_ops_lab(path: Path) -> OpsLabFile:
     source = load(path)
-    try:
-        spec = OpsLabFile.model_validate(source.data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(err["loc"])
-        value = err.get("input") if not isinstance(err.get("input"), dict) else None
-        raise ConfigError(path, source.line_of(loc), loc, value, err["msg"].removeprefix("Value error, ")) from None
+    spec = validate(source, OpsLabFile)
     used = [*spec.roles.background_pairs, spec.roles.foreground_pair, spec.roles.probe_pair]
     if max(used) > spec.topology.pairs or len(set(used)) != len(used):
         loc = ("roles",)

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from .errors import ConfigError
 from .schema import NAME, Cell, Strict
 from .tomlsource import TomlSource, load
+from .validation import translate, validate
 
 SWEEP_SECTIONS = ("topology", "tuning", "probe")
 
@@ -72,16 +73,16 @@ def load_profile(path: Path, time_scale: float | None = None) -> Profile:
     """Load and expand a profile; `time_scale` (from the command line) overrides the profile's."""
     path = Path(path)
     source = load(path)
-    raw = _validate(source, ProfileFile, source.data, {})
+    raw = validate(source, ProfileFile)
     if time_scale is not None:
         raw = raw.model_copy(update={"profile": raw.profile.model_copy(update={"time_scale": time_scale})})
     scenarios = raw.scenarios or [Scenario(name="base")]
     cells: list[CellSpec] = []
     for s_index, scenario in enumerate(scenarios):
         for params, cell_dict, origins in _expand(source, raw, scenario, s_index):
-            cell = _validate(source, Cell, cell_dict, origins)
+            cell = validate(source, Cell, cell_dict, origins)
             for keypath, value, allowed in cell.cross_field_problems():
-                where = origins.get(keypath) or _translate(keypath, origins)
+                where = origins.get(keypath) or translate(keypath, origins)
                 raise ConfigError(source.path, source.line_of(where), where, value, allowed)
             cell = _scale_durations(cell, raw.profile.time_scale)
             labels = {k: v for k, v in (("column", scenario.column), ("mode", scenario.mode)) if v}
@@ -102,51 +103,6 @@ def _scale_durations(cell: Cell, scale: float) -> Cell:
     flows = [f.model_copy(update={"duration_s": f.duration_s * scale}) if f.duration_s else f
              for f in cell.flows]
     return cell.model_copy(update={"flows": flows})
-
-
-def _validate(source: TomlSource, model, data: dict, origins: dict):
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(err["loc"])
-        src_path = origins.get(loc)
-        if src_path is None:
-            src_path = _translate(loc, origins)
-        allowed = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            allowed = f"unknown key; allowed here: {', '.join(_fields_at(model, loc[:-1]))}"
-        value = err.get("input") if not isinstance(err.get("input"), dict) else None
-        raise ConfigError(source.path, source.line_of(src_path), src_path, value, allowed) from None
-
-
-def _fields_at(model, loc: tuple) -> list[str]:
-    """The keys a model accepts at a location (for 'unknown key' messages)."""
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(part)
-        annotation = getattr(field, "annotation", None)
-        inner = getattr(annotation, "__args__", (annotation,))[0] if annotation is not None else None
-        if isinstance(inner, type) and issubclass(inner, Strict):
-            model = inner
-        elif isinstance(annotation, type) and issubclass(annotation, Strict):
-            model = annotation
-        else:
-            break
-    if model is ProfileFile and loc and loc[0] in SWEEP_SECTIONS + ("flows",):
-        from .schema import Flow, Probe, Topology, Tuning
-        model = {"topology": Topology, "tuning": Tuning, "probe": Probe, "flows": Flow}[loc[0]]
-    return list(model.model_fields)
-
-
-def _translate(loc: tuple, origins: dict) -> tuple:
-    """Map a cell's key path back to where it was written (flow index before subsetting)."""
-    for length in range(len(loc), 0, -1):
-        prefix = loc[:length]
-        if prefix in origins:
-            return origins[prefix] + loc[length:]
-    return loc
 
 
 def _expand(source: TomlSource, raw: ProfileFile, scenario: Scenario, s_index: int):
