@@ -1,15 +1,16 @@
 """Lab verification before every cell: is the realised lab the one the cell configured?
 
 Idle RTT: the median of three burst rounds (10 pings 1 ms apart) from S<probe> to D<probe>.
-Bottleneck rate: 4 TCP streams S1 -> D1 keep the bottleneck queue busy while the shaper's own
-byte counter is read every 200 ms (collectors/shaper_meter.py); the rate is the counter's slope
-over one-second windows with a standing queue. The receiver's goodput is recorded beside it.
+Bottleneck rate: 4 to 16 TCP streams S1 -> D1 (more for larger BDPs) keep the shaper saturated
+while its own counters are read every 200 ms (collectors/shaper_meter.py); the rate is the byte
+counter's slope over saturated one-second windows. The receiver's goodput is recorded beside it.
 TCP, not a UDP flood, because TCP moves GSO super-packets, which the userspace delay line carries
 cheaply, so the probe does not measure the delay line's packet rate instead of the shaper.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 
@@ -21,7 +22,15 @@ from .config import VerifySection
 from .profiles import CellSpec
 
 PORT = 5299
-STREAMS = 4
+# Enough streams that their socket buffers together cover the path even with the kernel's
+# default limits (a cell's `default` buffer allows ~4 MB per socket, a 1 Gb/s x 183 ms path needs
+# 23 MB in flight): the rate probe must saturate the shaper whatever the cell's tuning.
+MIN_STREAMS, MAX_STREAMS = 4, 16
+DEFAULT_SOCKET_BYTES = 4 * 2**20
+
+
+def probe_streams(bdp_bytes: float) -> int:
+    return max(MIN_STREAMS, min(MAX_STREAMS, math.ceil(3 * bdp_bytes / DEFAULT_SOCKET_BYTES)))
 PROBE_CCA = "cubic"
 
 
@@ -45,7 +54,8 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path) -> 
     topo = spec.cell.topology
     pair = spec.cell.probe.pair
     measured_rtt = idle_rtt(lab.executor(f"S{pair}"), f"D{pair}")
-    measured_rate, goodput = measure_rate(lab, topo.rtt_ms, settings.rate_probe_s, out_dir)
+    streams = probe_streams(topo.bdp_bytes)
+    measured_rate, goodput = measure_rate(lab, topo.rtt_ms, settings.rate_probe_s, out_dir, streams)
     rtt_tol = max(settings.rtt_tolerance_ms, topo.rtt_ms * settings.rtt_tolerance_pct / 100)
     problems = []
     if measured_rtt is None:
@@ -65,11 +75,12 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path) -> 
         "rate_mbps": {"configured": topo.bottleneck_rate_mbps, "measured": measured_rate, "goodput": goodput},
         "queue_bytes": {"configured": topo.queue_bytes},
         "method": {"rtt": "median of 3 rounds of 10 pings 1 ms apart",
-                   "rate": f"shaper byte counter under {STREAMS} {PROBE_CCA} streams, median over backlogged 1 s windows"},
+                   "rate": f"shaper byte counter under {streams} {PROBE_CCA} streams, median over saturated 1 s windows"},
     }
 
 
-def measure_rate(lab, rtt_ms: float, probe_s: float, out_dir: Path) -> tuple[float | None, float | None]:
+def measure_rate(lab, rtt_ms: float, probe_s: float, out_dir: Path, streams: int = MIN_STREAMS
+                 ) -> tuple[float | None, float | None]:
     """(shaper rate, receiver goodput) in Mb/s."""
     receiver, sender = lab.executor("D1"), lab.executor("S1")
     link = lab.topo.bottleneck()
@@ -79,7 +90,7 @@ def measure_rate(lab, rtt_ms: float, probe_s: float, out_dir: Path) -> tuple[flo
         wait_until(lambda: server.poll() is not None or bool(receiver.run(probe, check=False).stdout.strip()),
                    timeout=10, what="verification iperf3 server")
         ramp = ramp_s(rtt_ms)
-        argv = iperf3.client_argv("D1", PORT, duration_s=round(ramp + probe_s, 1), streams=STREAMS, cca=PROBE_CCA)
+        argv = iperf3.client_argv("D1", PORT, duration_s=round(ramp + probe_s, 1), streams=streams, cca=PROBE_CCA)
         with ShaperMeter(lab.executor(link.a.host), link.a.ifname) as meter:
             res = sender.run(argv, timeout=ramp + probe_s + 30, check=False)
         (out_dir / "verify-rate.json").write_text(res.stdout)
