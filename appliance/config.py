@@ -45,7 +45,8 @@ class VerifySection(Strict):
     rtt_tolerance_pct: float = Field(3.0, ge=0)
     rate_tolerance_pct: float = Field(5.0, ge=0)
     rate_probe_s: float = Field(3.0, gt=0, le=60)
-    attempts: int = Field(2, ge=1, le=10)
+    attempts: int = Field(3, ge=1, le=10)
+    retry_pause_s: float = Field(10.0, ge=0, le=600)
     enabled: bool = True
 
 

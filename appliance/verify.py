@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from pathlib import Path
 
 from ..collectors.rtt_probe import idle_rtt
@@ -39,10 +40,13 @@ def ramp_s(rtt_ms: float) -> float:
 
 
 def verify(lab, spec: CellSpec, settings: VerifySection, out_dir: Path) -> dict:
-    """Measure, and measure again up to `attempts` times: a busy host can starve the shaper's
-    timer for a moment, and one unlucky probe should not refuse a lab that is right."""
+    """Measure, and measure again up to `attempts` times after a growing pause: a busy or stalled
+    host (this VM's timers at times fire 100 ms late) can starve the shaper and the delay line for
+    a while, and one unlucky probe should not refuse a lab that is right."""
     result = {}
     for attempt in range(1, settings.attempts + 1):
+        if attempt > 1:
+            time.sleep(settings.retry_pause_s * (attempt - 1))
         result = verify_once(lab, spec, settings, out_dir)
         result["attempt"] = attempt
         if result["ok"]:

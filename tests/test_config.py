@@ -207,7 +207,7 @@ BAD_CONFIGS = [
     ("unknown-section", CONFIG + "\n[nosuch]\nx = 1\n", "[nosuch]", "nosuch",
      "allowed here: lab, store, run, report, verify"),
     ("unknown-verify-key", CONFIG + "speed = 2\n", "speed", "verify.speed = 2",
-     "allowed here: rtt_tolerance_ms, rtt_tolerance_pct, rate_tolerance_pct, rate_probe_s, attempts, enabled"),
+     "allowed here: rtt_tolerance_ms, rtt_tolerance_pct, rate_tolerance_pct, rate_probe_s, attempts, retry_pause_s, enabled"),
     ("backend-ssh", edit('"netns"', '"ssh"', CONFIG), "backend", "lab.backend = 'ssh'",
      "not available in this version; implemented: netns"),
     ("profile-missing", edit('["quickstart"]', '["quickstart", "nope"]', CONFIG), "profiles =",
@@ -254,7 +254,7 @@ def test_shipped_config_loads():
     assert config.data.lab.backend == "netns"
     assert [p.name for p in config.profiles] == tomllib.loads((REPO / "config.toml").read_text())["run"]["profiles"]
     assert config.profile_dir == REPO / "profiles"
-    assert config.data.verify.attempts == 2 and config.data.verify.enabled is True
+    assert config.data.verify.attempts == 3 and config.data.verify.enabled is True
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "profiles").glob("*.toml")), ids=lambda p: p.stem)
