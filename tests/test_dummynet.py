@@ -1,0 +1,123 @@
+"""Dummynet/ipfw plans against ipfw(8)'s documented syntax (no FreeBSD host here: syntax only).
+
+Section names refer to ipfw(8) as shipped with dummynet ipfw-2012 (FreeBSD sbin/ipfw/ipfw.8, 2010).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from longhaul.hardware import dummynet as dn
+
+
+def test_pipe_plan_matches_the_documented_config_form():
+    # SYNOPSIS: ipfw {pipe|queue|sched} number config config-options
+    # PIPE ... CONFIGURATION: bw in [K|M]{bit/s|Byte/s} with the unit right after the number,
+    # delay in ms, queue {slots | size Kbytes}
+    assert dn.pipe_plan(1, 500, 64, 50) == [
+        ["ipfw", "pipe", "1", "config", "bw", "500Mbit/s", "delay", "64", "queue", "50"]]
+
+
+def test_queue_in_bytes_is_written_in_kbytes_rounded_up():
+    # "queue {slots | size Kbytes}"; EXAMPLES write `queue 10Kbytes`; the parser multiplies K by 1024
+    assert dn.pipe_plan(2, 500, 64, "6MB")[0][-2:] == ["queue", "5860Kbytes"]   # 6000000/1024 = 5859.4
+    assert dn.queue_arg("4MiB") == "4096Kbytes"
+    assert dn.queue_arg("6000000") == "5860Kbytes"             # bare bytes
+    assert dn.queue_bytes_configured("6MB") == 5860 * 1024 >= 6_000_000
+    assert dn.queue_bytes_configured(50) is None
+
+
+def test_queue_in_slots_accepts_packet_spellings():
+    assert dn.queue_arg(100) == "100"
+    assert dn.queue_arg("400p") == "400"        # dummynet counts slots natively: no MTU conversion
+    assert dn.queue_arg("20 slots") == "20"
+    with pytest.raises(ValueError):
+        dn.queue_arg(0)
+    with pytest.raises(ValueError):
+        dn.queue_arg(True)
+    with pytest.raises(ValueError):
+        dn.queue_arg("1bdp")                    # needs the rate and RTT: router_plan resolves it
+    with pytest.raises(ValueError):
+        dn.queue_arg("6 parsecs")
+
+
+@pytest.mark.parametrize("mbps, text", [(500, "500Mbit/s"), (1000, "1000Mbit/s"), (10000, "10000Mbit/s"),
+                                        (0.3, "300Kbit/s"), (1.5, "1500Kbit/s"), (0.0005, "500bit/s")])
+def test_bandwidth_uses_documented_units_exactly(mbps, text):
+    # [K|M]{bit/s|Byte/s}: no G in the documented units, so 10 Gb/s is 10000Mbit/s
+    assert dn.bw_arg(mbps) == text
+
+
+def test_bad_values_are_refused():
+    with pytest.raises(ValueError):
+        dn.bw_arg(0)                            # 0 means unlimited in dummynet: not a bottleneck
+    with pytest.raises(ValueError):
+        dn.pipe_plan(1, 500, 12.5, 50)          # delay is parsed as an integer number of ms
+    with pytest.raises(ValueError):
+        dn.pipe_plan(0, 500, 10, 50)
+    with pytest.raises(ValueError):
+        dn.rule_argv(65535, 1, "em0")           # the default rule
+    with pytest.raises(ValueError):
+        dn.rule_argv(100, 1, "em0; reboot")
+
+
+def test_router_plan_is_figure_6b_shaped_one_pipe_per_direction():
+    plan = dn.router_plan("em0", "ix1", 500, 128, "6MB")
+    # EXAMPLES, TRAFFIC SHAPING: a bidirectional link is two pipes; pipes configured before the
+    # rules that send packets to them; RULE OPTIONS: xmit needs `out`
+    assert plan == [
+        ["ipfw", "pipe", "50", "config", "bw", "500Mbit/s", "delay", "64", "queue", "5860Kbytes"],
+        ["ipfw", "pipe", "51", "config", "bw", "500Mbit/s", "delay", "64", "queue", "5860Kbytes"],
+        ["ipfw", "-q", "add", "50", "pipe", "50", "ip", "from", "any", "to", "any", "out", "xmit", "ix1"],
+        ["ipfw", "-q", "add", "51", "pipe", "51", "ip", "from", "any", "to", "any", "out", "xmit", "em0"],
+    ]
+    for argv in plan:
+        assert all(isinstance(a, str) and a and a == a.strip() for a in argv)   # SYNTAX: one keyword per arg
+
+
+def test_router_plan_splits_an_odd_rtt_exactly_and_resolves_bdp():
+    plan = dn.router_plan("em0", "em1", 1000, 25, "1bdp", first_rule=200, first_pipe=7)
+    delays = [int(argv[argv.index("delay") + 1]) for argv in plan[:2]]
+    assert delays == [13, 12] and sum(delays) == 25
+    bdp = 1000e6 / 8 * 0.025
+    assert plan[0][-1] == f"{-(-int(bdp) // 1024)}Kbytes"
+    assert plan[2][3:6] == ["200", "pipe", "7"] and plan[3][3:6] == ["201", "pipe", "8"]
+    with pytest.raises(ValueError):
+        dn.router_plan("em0", "em0", 1000, 25, 50)
+    with pytest.raises(ValueError):
+        dn.router_plan("em0", "em1", 1000, 0.4, 50)   # sub-ms RTTs cannot be expressed
+
+
+def test_egress_plan_is_one_direction():
+    assert dn.egress_plan("ix1", 1000, 64, 100, rule=60, pipe_id=9) == [
+        ["ipfw", "pipe", "9", "config", "bw", "1000Mbit/s", "delay", "64", "queue", "100"],
+        ["ipfw", "-q", "add", "60", "pipe", "9", "ip", "from", "any", "to", "any", "out", "xmit", "ix1"]]
+
+
+def test_teardown_deletes_only_its_own_numbers_rules_first():
+    # SYNOPSIS: ipfw [-q] [set N] {delete|zero|resetlog} [number ...];
+    #           ipfw {pipe|queue|sched} {delete|list|show} [number ...]
+    plan = dn.teardown_plan()
+    assert plan == [["ipfw", "-q", "delete", "50", "51"], ["ipfw", "pipe", "delete", "50", "51"]]
+    assert dn.teardown_plan(200, 7, count=1) == [["ipfw", "-q", "delete", "200"], ["ipfw", "pipe", "delete", "7"]]
+    flat = [a for argv in plan for a in argv]
+    assert "flush" not in flat and "-f" not in flat
+
+
+def test_sysctls_raise_the_documented_limits_only_when_needed():
+    # SYSCTL VARIABLES: pipe_byte_limit 1048576 and pipe_slot_limit 100 bound the queue sizes
+    base = [["sysctl", "net.inet.ip.forwarding=1"], ["sysctl", "net.inet.ip.fw.one_pass=1"],
+            ["sysctl", "net.inet.ip.dummynet.io_fast=0"]]
+    assert dn.sysctl_plan(50) == base
+    assert dn.sysctl_plan("1MiB") == base                       # exactly the default limit
+    assert dn.sysctl_plan("6MB") == base + [["sysctl", "net.inet.ip.dummynet.pipe_byte_limit=6000640"]]
+    assert dn.sysctl_plan(1000) == base + [["sysctl", "net.inet.ip.dummynet.pipe_slot_limit=1000"]]
+    for argv in dn.sysctl_plan("6MB"):
+        name, _, value = argv[1].partition("=")
+        assert name.startswith("net.inet.ip.") and value.isdigit()
+
+
+def test_checks_are_read_only_and_hz_is_judged():
+    assert all(argv[:2] == ["sysctl", "-n"] for argv in dn.check_plan())
+    assert dn.hz_problem("1000\n") is None
+    assert "10 ms" in dn.hz_problem("100")
