@@ -7,6 +7,7 @@ or a note, never as a template error.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 from pathlib import Path
 
@@ -44,6 +45,10 @@ def write_report(run_dir: Path, formats: tuple[str, ...] = FORMATS) -> list[Path
         written.append(path)
     if "pdf" in formats:
         import weasyprint  # slow to import; only needed for PDF
+
+        # WeasyPrint warns once per SVG style property it does not draw (text-anchor, fill, ...):
+        # hundreds of lines per report that say nothing about the report's content
+        logging.getLogger("weasyprint").setLevel(logging.ERROR)
 
         path = run_dir / "report.pdf"
         weasyprint.HTML(string=html, base_url=str(run_dir)).write_pdf(path)
