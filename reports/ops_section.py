@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import html
-import json
 import math
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from .plots import PALETTE, RC, WIDTH_IN, _decorate, _figure, _to_svg
+from .store_reader import load_json_object
 
 EVAL_FORMAT = "longhaul-ops-evaluation"
 DETAIL_W = 10
@@ -42,33 +42,19 @@ def section(store) -> str | None:
         return None
     notes: list[str] = []
     parts = ['<section id="ops">', "<h2>Optimization through protocol selection (seed 000 §6.6-6.7)</h2>"]
-    evaluation = _read(ev_path, notes)
+    evaluation = load_json_object(ev_path, notes, required=False)
     if evaluation is not None and evaluation.get("format") != EVAL_FORMAT:
         notes.append(f"{ev_path.name}: format {evaluation.get('format')!r} is not {EVAL_FORMAT!r}; not shown")
         evaluation = None
     if evaluation is not None:
         parts += _recognition(evaluation)
-    fig29 = _read(f29_path, notes)
+    fig29 = load_json_object(f29_path, notes, required=False)
     if fig29 is not None:
         parts += _selection(fig29, notes)
     if notes:
         parts.append('<ul class="missing">' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
     parts.append("</section>")
     return "\n".join(parts)
-
-
-def _read(path: Path, notes: list[str]) -> dict | None:
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        notes.append(f"{path.name} could not be read: {exc}")
-        return None
-    if not isinstance(data, dict):
-        notes.append(f"{path.name} is not a JSON object")
-        return None
-    return data
 
 
 def _e(value) -> str:

@@ -83,8 +83,8 @@ def load_store(run_dir: Path) -> RunStore:
     """Load manifest.json and summary.json, falling back to per-trial files when summary is lost."""
     run_dir = Path(run_dir)
     problems: list[str] = []
-    manifest = _load_json(run_dir / "manifest.json", problems)
-    summary = _load_json(run_dir / "summary.json", problems)
+    manifest = load_json_object(run_dir / "manifest.json", problems)
+    summary = load_json_object(run_dir / "summary.json", problems)
     if manifest is None and summary is None:
         raise StoreError(f"{run_dir}: neither manifest.json nor summary.json is readable; "
                          f"not a run directory ({'; '.join(problems)})")
@@ -117,11 +117,14 @@ def load_trial_series(trial_dir: Path) -> TrialSeries:
     return out
 
 
-def _load_json(path: Path, problems: list[str]) -> dict | None:
+def load_json_object(path: Path, problems: list[str], required: bool = True) -> dict | None:
+    """A JSON object from the store, or None with the reason added to `problems` (a missing
+    optional file is no problem)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        problems.append(f"{path.name} is missing")
+        if required:
+            problems.append(f"{path.name} is missing")
         return None
     except (OSError, ValueError) as exc:  # a crash mid-write leaves truncated JSON
         problems.append(f"{path.name} is unreadable: {exc}")
@@ -139,7 +142,7 @@ def _cells_from_trial_files(run_dir: Path, manifest: dict, problems: list[str]) 
     for declared in manifest.get("cells", []):
         trials = []
         for path in sorted((run_dir / "cells" / declared["id"]).glob("trial-*/trial.json")):
-            trial = _load_json(path, problems)
+            trial = load_json_object(path, problems)
             if trial is not None:
                 trials.append(trial)
         cells.append({**declared, "trials": sorted(trials, key=lambda t: t.get("trial", 0))})

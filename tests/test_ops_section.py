@@ -125,7 +125,7 @@ def test_broken_files_become_notes(tmp_path):
     run_dir = _run_dir(tmp_path, fig29={"schemes": []})
     (run_dir / "ops" / "evaluation.json").write_text("{not json")
     html = _section(run_dir)
-    assert "evaluation.json could not be read" in html and "fig29.json has no schemes" in html
+    assert "evaluation.json is unreadable" in html and "fig29.json has no schemes" in html
 
 
 def test_foreign_evaluation_format(tmp_path):
