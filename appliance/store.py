@@ -178,10 +178,6 @@ def cell_stats(trials: list[dict]) -> dict:
     return {"flows": flows, "jain": mean_std(t["jain"] for t in good)}
 
 
-def load_summary(run_dir: Path) -> dict:
-    return read_json(Path(run_dir) / "summary.json")
-
-
 def _os_release() -> str | None:
     try:
         for line in Path("/etc/os-release").read_text().splitlines():

@@ -13,7 +13,6 @@ import re
 from typing import Iterator, Sequence
 
 import matplotlib
-import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lab_support import REPO, our_namespaces, our_netns_etc, requires_lab, write_lab_config
+from lab_support import our_namespaces, our_netns_etc, requires_lab, write_lab_config
 
 pytestmark = [pytest.mark.lab, requires_lab]
 
