@@ -17,8 +17,9 @@ from .patterns import span
 
 
 def planned_trial_s(spec) -> float:
+    """The flows' planned span plus iperf3's set-up and result exchange, about 8 round trips."""
     ends = [span(f)[1] or span(f)[0] for f in spec.cell.flows]
-    return max(ends) + 2 * spec.cell.topology.rtt_ms / 1000 * 4
+    return max(ends) + 8 * spec.cell.topology.rtt_ms / 1000
 
 
 class Progress:

@@ -119,7 +119,7 @@ def _start_server(lab, run: FlowRun, port: int, raw: Path) -> Process:
     return proc
 
 
-def _client_argv(lab, run: FlowRun, burst: Burst, cell) -> list[str]:
+def _client_argv(run: FlowRun, burst: Burst, cell) -> list[str]:
     flow = run.flow
     buffer = cell.flow_buffer(flow)
     window = buffer_limit(buffer) if isinstance(buffer, int) else None
@@ -138,7 +138,7 @@ def _drive(lab, runs: list[FlowRun], t0: float, cell, on_tick, probe, sampler) -
             _, index, launch = pending.pop(0)
             run = runs[index]
             launch.proc = lab.executor(f"S{run.flow.pair}").start(
-                _client_argv(lab, run, launch.burst, cell), label=f"iperf3-{run.flow.name}-b{launch.burst.index}",
+                _client_argv(run, launch.burst, cell), label=f"iperf3-{run.flow.name}-b{launch.burst.index}",
                 stdout=launch.raw, stderr=launch.raw.with_suffix(".err"))
             launch.launched_s = round(time.monotonic() - t0, 3)
         running = [l for r in runs for l in r.launches if l.proc and l.exited_s is None]
