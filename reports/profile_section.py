@@ -147,7 +147,7 @@ def _tau_table(fits, ccas, buffers, streams) -> str:
         for b in buffers:
             cells = []
             for n in streams:
-                f = next((f for c, f in fits.items() if (c.cca, c.buffer, c.streams) == (cca, b, n)), None)
+                f = _lookup(fits, cca, b, n)
                 mark = "" if f is None else {"concave": "≥ ", "convex": "≤ "}.get(f.kind, "")
                 cells.append(f"<td class='num'>{'–' if f is None else f'{mark}{f.tau_t_ms:g}'}</td>")
             rows.append(f"<tr><td>{_e(cca)}</td><td>{_e(b)}</td>{''.join(cells)}</tr>")
@@ -211,7 +211,7 @@ def _box_plot(cca, profiles, buffers, streams) -> str:
         for ax, b in zip(axes, buffers):
             rtts = sorted({float(r) for c, p in profiles.items() if c.cca == cca and c.buffer == b for r in p.rtt_ms})
             for k, n in enumerate(shown):
-                p = profiles.get(next((c for c in profiles if (c.cca, c.buffer, c.streams) == (cca, b, n)), None))
+                p = _lookup(profiles, cca, b, n)
                 if p is None:
                     continue
                 stats = []
@@ -235,13 +235,18 @@ def _box_plot(cca, profiles, buffers, streams) -> str:
         return _to_svg(fig, f"tp-box-{cca}")
 
 
+def _lookup(by_config: dict, cca, buffer, streams):
+    """The value of the (cca, buffer, streams) configuration, whatever else the key carries."""
+    return next((v for c, v in by_config.items() if (c.cca, c.buffer, c.streams) == (cca, buffer, streams)), None)
+
+
 def _fit_plot(cca, fits, buffers, streams) -> str:
     shown = sorted({streams[0], streams[-1]})
     colors = _streams_colors(streams)
     with _figure(len(buffers)) as (fig, axes):
         for ax, b in zip(axes, buffers):
             for k, n in enumerate(shown):
-                f = next((f for c, f in fits.items() if (c.cca, c.buffer, c.streams) == (cca, b, n)), None)
+                f = _lookup(fits, cca, b, n)
                 if f is None:
                     continue
                 color = colors[n]
