@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-
 
 def lab_skip_reason() -> str | None:
     if os.geteuid() != 0:
@@ -33,12 +29,6 @@ def our_namespaces() -> list[str]:
 def our_netns_etc() -> list[str]:
     base = Path("/etc/netns")
     return sorted(p.name for p in base.iterdir() if p.name.startswith("lh-")) if base.is_dir() else []
-
-
-def processes_with(marker: str) -> list[int]:
-    """pids whose command line mentions `marker` (a path under a test's tmp dir), ours only."""
-    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
 def write_lab_config(tmp: Path, profile_text: str, name: str = "t", verify: str = "") -> Path:
