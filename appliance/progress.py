@@ -62,6 +62,9 @@ class Progress:
     def verified(self, verification: dict) -> None:
         rtt, rate = verification["rtt_ms"], verification["rate_mbps"]
         flag = "ok" if verification["ok"] else "REFUSED: " + "; ".join(verification["problems"])
+        steal = verification.get("host_cpu_steal_pct")
+        if steal:
+            flag += f" (host CPU steal {steal:g} %)"
         self.console.print(f"  lab: RTT {_fmt(rtt['measured'])} ms (configured {rtt['configured']:g}), "
                            f"rate {_fmt(rate['measured'])} Mb/s (configured {rate['configured']:g}): {flag}")
 

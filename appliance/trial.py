@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..collectors.host_cpu import StealMeter
 from ..collectors.metrics import jain, mbps, rtt_stats
 from ..collectors.rtt_probe import RttProbe
 from ..collectors.socket_sampler import COLUMNS as TCPINFO_COLUMNS
@@ -86,23 +87,26 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
     sampler = SocketSampler(senders, {port: r.flow.name for r in runs for port in r.ports}, raw)
     started_wall = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.monotonic() + offset
-    probe.start(t0)
-    sampler.start(t0)
-    try:
-        _drive(lab, runs, t0, cell, on_tick, probe, sampler)
-    except TimeoutError as exc:  # this trial failed; the run goes on with the next one
-        runs[0].errors.append(str(exc))
-    finally:
-        sampler.stop()
-        probe.stop()
-        for run in runs:
-            for launch in run.launches:
-                if launch.proc:
-                    launch.proc.stop()
-        for server in servers:
-            server.stop()
+    with StealMeter() as steal:
+        probe.start(t0)
+        sampler.start(t0)
+        try:
+            _drive(lab, runs, t0, cell, on_tick, probe, sampler)
+        except TimeoutError as exc:  # this trial failed; the run goes on with the next one
+            runs[0].errors.append(str(exc))
+        finally:
+            sampler.stop()
+            probe.stop()
+            for run in runs:
+                for launch in run.launches:
+                    if launch.proc:
+                        launch.proc.stop()
+            for server in servers:
+                server.stop()
     duration = time.monotonic() - t0
-    return _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started_wall, duration)
+    summary = _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started_wall, duration)
+    summary["host_cpu_steal_pct"] = steal.percent
+    return summary
 
 
 def _start_server(lab, run: FlowRun, port: int, raw: Path) -> Process:

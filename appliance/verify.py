@@ -15,6 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
+from ..collectors.host_cpu import StealMeter
 from ..collectors.rtt_probe import idle_rtt
 from ..collectors.shaper_meter import ShaperMeter, backlogged_rate
 from ..drivers import iperf3
@@ -33,6 +34,8 @@ DEFAULT_SOCKET_BYTES = 4 * 2**20
 def probe_streams(bdp_bytes: float) -> int:
     return max(MIN_STREAMS, min(MAX_STREAMS, math.ceil(3 * bdp_bytes / DEFAULT_SOCKET_BYTES)))
 PROBE_CCA = "cubic"
+# Above this share of CPU time taken by the hypervisor during a probe, a refusal names the host.
+STARVED_STEAL_PCT = 10.0
 
 
 def ramp_s(rtt_ms: float) -> float:
@@ -57,9 +60,10 @@ def verify(lab, spec: CellSpec, settings: VerifySection, out_dir: Path) -> dict:
 def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path) -> dict:
     topo = spec.cell.topology
     pair = spec.cell.probe.pair
-    measured_rtt = idle_rtt(lab.executor(f"S{pair}"), f"D{pair}")
-    streams = probe_streams(topo.bdp_bytes)
-    measured_rate, goodput = measure_rate(lab, topo.rtt_ms, settings.rate_probe_s, out_dir, streams)
+    with StealMeter() as steal:
+        measured_rtt = idle_rtt(lab.executor(f"S{pair}"), f"D{pair}")
+        streams = probe_streams(topo.bdp_bytes)
+        measured_rate, goodput = measure_rate(lab, topo.rtt_ms, settings.rate_probe_s, out_dir, streams)
     rtt_tol = max(settings.rtt_tolerance_ms, topo.rtt_ms * settings.rtt_tolerance_pct / 100)
     problems = []
     if measured_rtt is None:
@@ -72,8 +76,11 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path) -> 
     elif abs(measured_rate - topo.bottleneck_rate_mbps) > rate_tol:
         problems.append(f"bottleneck rate {measured_rate:.1f} Mb/s vs configured {topo.bottleneck_rate_mbps:g} Mb/s "
                         f"(tolerance {rate_tol:.1f} Mb/s)")
+    if problems and steal.percent is not None and steal.percent >= STARVED_STEAL_PCT:
+        problems.append(f"the hypervisor took {steal.percent:g} % of this machine's CPU time during the probe: "
+                        "an oversubscribed host, not the lab configuration, is the likely cause")
     return {
-        "ok": not problems, "problems": problems,
+        "ok": not problems, "problems": problems, "host_cpu_steal_pct": steal.percent,
         "tolerance": {"rtt_ms": round(rtt_tol, 3), "rate_mbps": round(rate_tol, 3)},
         "rtt_ms": {"configured": topo.rtt_ms, "measured": measured_rtt},
         "rate_mbps": {"configured": topo.bottleneck_rate_mbps, "measured": measured_rate, "goodput": goodput},
