@@ -3,6 +3,7 @@
 constant: one burst for the whole duration (or for a byte count).
 square:   on_s on, off_s off, repeated from start_s until start_s + duration_s (seed 000 Fig. 7).
 bursty:   UDP(x, y) of seed 000: a burst of burst_s (x) seconds every every_s (y) seconds.
+sinusoid: one burst whose paced source follows seed 002's f(t) (drivers/paced_udp.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class Burst:
 
 
 def bursts(flow: Flow) -> list[Burst]:
-    if flow.pattern == "constant":
+    if flow.pattern in ("constant", "sinusoid"):   # a sinusoid varies its rate within one burst
         return [Burst(0, flow.start_s, flow.duration_s, flow.bytes)]
     on, off = (flow.on_s, flow.off_s) if flow.pattern == "square" else (flow.burst_s, flow.every_s - flow.burst_s)
     end = flow.start_s + flow.duration_s

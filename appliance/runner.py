@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import logging
 import secrets
+import shutil
 from pathlib import Path
 
 from ..collectors.rtt_probe import idle_rtt
+from ..drivers.tools import tool_for
 from ..hardware import delayline
 from ..hardware.cleanup import CleanupStack, Interrupted, signals_raise
 from ..hardware.executor import ProcessTable
@@ -35,6 +37,7 @@ def preflight(config: Config) -> Features:
     if problems:
         raise PreflightError("preflight failed:\n  - " + "\n  - ".join(problems))
     check_ccas(config, features)
+    check_tools(config)
     return features
 
 
@@ -45,13 +48,36 @@ def check_ccas(config: Config, features: Features) -> None:
             for flow in spec.cell.flows:
                 cca = spec.cell.flow_cca(flow)
                 if flow.protocol == "tcp" and cca not in features.congestion_controls:
-                    source = load_toml(profile.path)
-                    names = [f.get("name") for f in source.data.get("flows", [])]
-                    key = ("flows", names.index(flow.name), "cca") if flow.name in names else ("tuning", "cca")
-                    if key not in source.lines:
-                        key = ("tuning", "cca")
-                    raise ConfigError(profile.path, source.line_of(key), key, cca,
-                                      f"not available on this host; available: {', '.join(features.congestion_controls)}")
+                    _refuse_flow_key(profile, flow, "cca", cca,
+                                     f"not available on this host; available: {', '.join(features.congestion_controls)}",
+                                     fallback=("tuning", "cca"))
+
+
+def check_tools(config: Config) -> None:
+    """Every flow's tool has a driver here and its programs are installed (the embedded lab's
+    namespaces share this machine's filesystem)."""
+    for profile in config.profiles:
+        for spec in profile.cells:
+            for flow in spec.cell.flows:
+                try:
+                    tool = tool_for(flow.tool)
+                except ValueError as exc:
+                    _refuse_flow_key(profile, flow, "tool", flow.tool, str(exc))
+                missing = [exe for exe in tool.executables if not shutil.which(exe)]
+                if missing:
+                    _refuse_flow_key(profile, flow, "tool", flow.tool,
+                                     f"needs {', '.join(missing)} installed (make setup installs them)")
+
+
+def _refuse_flow_key(profile, flow, field: str, value, allowed: str, fallback: tuple | None = None):
+    """ConfigError at the flow's own `field` line, else at `fallback` (a cell-wide key), else the flow."""
+    source = load_toml(profile.path)
+    names = [f.get("name") for f in source.data.get("flows", [])]
+    index = names.index(flow.name) if flow.name in names else None
+    candidates = [k for k in (("flows", index, field) if index is not None else None, fallback,
+                              ("flows", index, "name") if index is not None else None) if k]
+    key = next((k for k in candidates if k in source.lines), candidates[0] if candidates else ("flows",))
+    raise ConfigError(profile.path, source.line_of(key), key, value, allowed)
 
 
 def lab_key(spec: CellSpec) -> tuple:

@@ -112,10 +112,17 @@ class Probe(Strict):
     interval_ms: float = Field(10.0, ge=1, le=1000)
 
 
+# What each traffic tool carries (drivers/): its transport, and whether it paces to a declared rate.
+TOOL_PROTOCOLS = {"iperf3": ("tcp", "udp"), "gridftp": ("tcp",), "nfs": ("tcp",), "udt": ("udp",),
+                  "paced-udp": ("udp",), "dpdk": ("udp",), "trex": ("udp",)}
+# Tools that set their own pace (UDT's rate control, line rate) and take no declared rate.
+UNRATED_TOOLS = ("udt", "dpdk", "gridftp", "nfs")
+
+
 class Flow(Strict):
     name: str = Field(pattern=NAME)
     role: Literal["foreground", "background"]
-    tool: Literal["iperf3"] = "iperf3"
+    tool: Literal["iperf3", "gridftp", "udt", "nfs", "paced-udp", "dpdk", "trex"] = "iperf3"
     pair: int = Field(1, ge=1, le=16)
     protocol: Literal["tcp", "udp"] = "tcp"
     cca: str | None = Field(None, pattern=r"^[a-z0-9_]+$")
@@ -123,20 +130,39 @@ class Flow(Strict):
     duration_s: float | None = Field(None, gt=0, le=86_400)
     bytes: int | None = Field(None, gt=0)
     start_s: float = Field(0.0, ge=0, le=86_400)
-    pattern: Literal["constant", "square", "bursty"] = "constant"
+    pattern: Literal["constant", "square", "bursty", "sinusoid"] = "constant"
     on_s: float | None = Field(None, gt=0)
     off_s: float | None = Field(None, gt=0)
     burst_s: float | None = Field(None, gt=0)
     every_s: float | None = Field(None, gt=0)
     udp_rate_mbps: float | None = Field(None, gt=0, le=100_000)
+    # seed 002's stiff sinusoidal UDP: f(t) = Avg cos(t/c) + Min + Avg between min and max
+    min_mbps: float | None = Field(None, ge=0, le=100_000)
+    max_mbps: float | None = Field(None, gt=0, le=100_000)
+    period_s: float | None = Field(None, gt=0, le=86_400)
     buffer: Literal["default", "normal", "large"] | int | None = None
+    storage: Literal["memory", "disk"] = "memory"
+    clients: int = Field(1, ge=1, le=64)             # nfs: concurrent copies
+    file_bytes: int | None = Field(None, gt=0)       # nfs: size of each copied file
 
     _buffer = field_validator("buffer", mode="before")(classmethod(lambda cls, v: check_buffer(v)))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_from_tool(cls, data):
+        """A tool with one transport implies it: `tool = "udt"` needs no `protocol = "udp"`."""
+        if isinstance(data, dict) and "protocol" not in data:
+            protocols = TOOL_PROTOCOLS.get(data.get("tool", "iperf3"))
+            if protocols:
+                data = {**data, "protocol": protocols[0]}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self):
         if (self.duration_s is None) == (self.bytes is None):
             raise ValueError("give exactly one of duration_s or bytes")
+        if self.protocol not in TOOL_PROTOCOLS[self.tool]:
+            raise ValueError(f"tool {self.tool!r} carries {' or '.join(TOOL_PROTOCOLS[self.tool])}, not {self.protocol}")
         if self.pattern == "square" and (self.on_s is None or self.off_s is None):
             raise ValueError("pattern 'square' needs on_s and off_s")
         if self.pattern == "bursty":
@@ -145,11 +171,28 @@ class Flow(Strict):
             if self.burst_s >= self.every_s:
                 raise ValueError("burst_s must be shorter than every_s")
         if self.pattern != "constant" and self.bytes is not None:
-            raise ValueError("a square or bursty flow is timed: use duration_s, not bytes")
-        if self.protocol == "udp" and self.udp_rate_mbps is None:
-            raise ValueError("a UDP flow needs udp_rate_mbps")
-        if self.protocol == "tcp" and self.udp_rate_mbps is not None:
-            raise ValueError("udp_rate_mbps is only for protocol = 'udp'")
+            raise ValueError("a square, bursty or sinusoid flow is timed: use duration_s, not bytes")
+        sinusoid = (self.min_mbps, self.max_mbps, self.period_s)
+        if self.pattern == "sinusoid":
+            if self.tool != "paced-udp":
+                raise ValueError("pattern 'sinusoid' changes the rate within a burst: only tool 'paced-udp' can")
+            if None in sinusoid or self.udp_rate_mbps is not None:
+                raise ValueError("pattern 'sinusoid' needs min_mbps, max_mbps and period_s (and no udp_rate_mbps)")
+            if self.min_mbps >= self.max_mbps:
+                raise ValueError("min_mbps must be below max_mbps")
+        elif sinusoid != (None, None, None):
+            raise ValueError("min_mbps, max_mbps and period_s are for pattern 'sinusoid'")
+        rated = self.protocol == "udp" and self.tool not in UNRATED_TOOLS and self.pattern != "sinusoid"
+        if rated and self.udp_rate_mbps is None:
+            raise ValueError(f"a UDP flow of {self.tool} needs udp_rate_mbps")
+        if not rated and self.udp_rate_mbps is not None:
+            raise ValueError("udp_rate_mbps is only for UDP flows of iperf3, paced-udp and trex")
+        if self.tool != "nfs" and (self.clients != 1 or self.file_bytes is not None):
+            raise ValueError("clients and file_bytes are for tool 'nfs'")
+        if self.storage == "disk" and self.tool not in ("gridftp", "nfs"):
+            raise ValueError("storage 'disk' is for tools that move files: gridftp, nfs")
+        if self.tool in ("udt", "paced-udp", "dpdk", "trex", "nfs") and self.streams != 1:
+            raise ValueError(f"tool {self.tool!r} runs one stream per flow (use more flows)")
         return self
 
 

@@ -1,23 +1,27 @@
-"""One trial of one cell: servers up, collectors on, flows launched on schedule, results parsed.
+"""One trial of one cell: receivers up, collectors on, flows launched on schedule, results parsed.
 
-A flow's bursts are launched early by iperf3's set-up time ((2 + streams) round trips: control
-connection, parameter exchange, one connect per stream) so that data starts at the declared time;
-events.csv records when each burst was planned, launched and when its process ended.
+Any traffic tool runs through its driver (drivers/tool.py): iperf3's long-lived servers are shared
+by a flow's bursts; other tools get a receiver per burst, started SERVER_LEAD_S ahead. A burst is
+launched early by the tool's set-up time ((2 + streams) round trips: control connection, parameter
+exchange, one connect per stream) so that data starts at the declared time; events.csv records
+when each burst was planned, launched and when its process ended.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
 
 from ..collectors.host_cpu import StealMeter
 from ..collectors.metrics import jain, mbps, rtt_stats
 from ..collectors.rtt_probe import RttProbe
 from ..collectors.socket_sampler import COLUMNS as TCPINFO_COLUMNS
 from ..collectors.socket_sampler import SocketSampler, control_sockets
-from ..drivers import iperf3
+from ..drivers.result import Result
+from ..drivers.tool import BurstSpec, ServerSpec, Shape, Tool
+from ..drivers.tools import tool_for
 from ..hardware.executor import Process, wait_until
 from ..hardware.tuning import buffer_limit
 from .patterns import Burst, bursts, span
@@ -27,9 +31,13 @@ from .tables import write_csv
 
 log = logging.getLogger(__name__)
 BASE_PORT = 5201
-# iperf3's server runs one test at a time and a burst's teardown (a few round trips) overlaps the
-# next burst's early launch, so each flow rotates over this many servers (ports).
-SERVERS_PER_FLOW = 3
+# Each flow owns PORTS_PER_FLOW consecutive ports. iperf3's server runs one test at a time and a
+# burst's teardown (a few round trips) overlaps the next burst's early launch, so a flow rotates
+# over SHARED_SERVERS of them; per-burst receivers cycle through all of them.
+PORTS_PER_FLOW = 10
+SHARED_SERVERS = 3
+SERVER_LEAD_S = 2.0
+READY_TIMEOUT_S = 15.0
 GRACE_S = 30.0
 BYTES_FLOW_LIMIT_S = 6 * 3600
 
@@ -39,10 +47,17 @@ class Launch:
     burst: Burst
     launch_at: float
     raw: Path
+    spec: BurstSpec
+    server_spec: ServerSpec | None = None
+    server: Process | None = None
     proc: Process | None = None
     launched_s: float | None = None
     exited_s: float | None = None
-    result: iperf3.Result | None = None
+    result: Result | None = None
+
+    @property
+    def server_raw(self) -> Path:
+        return self.raw.with_name(self.raw.stem + "-server.out")
 
 
 @dataclass
@@ -50,6 +65,7 @@ class FlowRun:
     flow: Flow
     cca: str
     base_port: int
+    tool: Tool
     launches: list[Launch] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -59,14 +75,28 @@ class FlowRun:
 
     @property
     def ports(self) -> list[int]:
-        return [self.base_port + k for k in range(SERVERS_PER_FLOW)]
+        count = SHARED_SERVERS if self.tool.shared_servers else PORTS_PER_FLOW
+        return [self.base_port + k for k in range(count)]
 
     def port_for(self, burst: Burst) -> int:
-        return self.ports[burst.index % SERVERS_PER_FLOW]
+        return self.ports[burst.index % len(self.ports)]
 
 
 def setup_lead_s(flow: Flow, rtt_ms: float) -> float:
     return (2 + flow.streams) * rtt_ms / 1000.0
+
+
+def burst_spec(run: FlowRun, burst: Burst, cell, workdir: Path) -> BurstSpec:
+    flow = run.flow
+    buffer = cell.flow_buffer(flow)
+    shape = Shape("sinusoid", flow.min_mbps, flow.max_mbps, flow.period_s) if flow.pattern == "sinusoid" else None
+    return BurstSpec(receiver=f"D{flow.pair}", port=run.port_for(burst), duration_s=burst.duration_s,
+                     bytes=burst.bytes, protocol=flow.protocol, streams=flow.streams,
+                     cca=run.cca if flow.protocol == "tcp" else None,
+                     window_bytes=buffer_limit(buffer) if isinstance(buffer, int) else None,
+                     rate_mbps=flow.udp_rate_mbps, shape=shape, storage=flow.storage,
+                     workdir=PurePosixPath(workdir),
+                     options={"clients": flow.clients, "file_bytes": flow.file_bytes})
 
 
 def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: float | None,
@@ -75,12 +105,20 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
     raw = trial_dir / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     rtt_for_lead = idle_rtt_ms if idle_rtt_ms is not None else cell.topology.rtt_ms
-    runs = [FlowRun(f, cell.flow_cca(f), BASE_PORT + SERVERS_PER_FLOW * i) for i, f in enumerate(cell.flows)]
-    servers = [_start_server(lab, run, port, raw) for run in runs for port in run.ports]
+    runs = [FlowRun(f, cell.flow_cca(f), BASE_PORT + PORTS_PER_FLOW * i, tool_for(f.tool))
+            for i, f in enumerate(cell.flows)]
     for run in runs:
         lead = setup_lead_s(run.flow, rtt_for_lead)
-        run.launches = [Launch(b, b.start_s - lead, raw / f"{run.flow.name}-b{b.index}.json") for b in bursts(run.flow)]
-    offset = max(0.0, -min(l.launch_at for r in runs for l in r.launches))
+        for b in bursts(run.flow):
+            work = raw / "work" / f"{run.flow.name}-b{b.index}"
+            if not run.tool.shared_servers:     # file-moving tools keep their files here
+                work.mkdir(parents=True, exist_ok=True)
+            run.launches.append(Launch(b, b.start_s - lead, raw / f"{run.flow.name}-b{b.index}.out",
+                                       burst_spec(run, b, cell, work)))
+    shared = [_start_server(lab, run, run.launches[0].spec, port, raw / f"{run.flow.name}-server-{port}.json")
+              for run in runs if run.tool.shared_servers for port in run.ports]
+    first = min(l.launch_at - (0 if r.tool.shared_servers else SERVER_LEAD_S) for r in runs for l in r.launches)
+    offset = max(0.0, -first)
     probe = RttProbe(lab.executor(f"S{cell.probe.pair}"), f"D{cell.probe.pair}", cell.probe.mode,
                      cell.probe.interval_ms, raw / "fping.txt")
     senders = {f"S{r.flow.pair}": lab.executor(f"S{r.flow.pair}") for r in runs if r.flow.protocol == "tcp"}
@@ -91,8 +129,8 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
         probe.start(t0)
         sampler.start(t0)
         try:
-            _drive(lab, runs, t0, cell, on_tick, probe, sampler)
-        except TimeoutError as exc:  # this trial failed; the run goes on with the next one
+            _drive(lab, runs, t0, on_tick, probe, sampler)
+        except (TimeoutError, RuntimeError) as exc:  # this trial failed; the run goes on with the next one
             runs[0].errors.append(str(exc))
         finally:
             sampler.stop()
@@ -101,7 +139,9 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
                 for launch in run.launches:
                     if launch.proc:
                         launch.proc.stop()
-            for server in servers:
+                    if launch.server:
+                        _stop_server(lab, run, launch.server, launch.server_spec)
+            for server in shared:
                 server.stop()
     duration = time.monotonic() - t0
     summary = _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started_wall, duration)
@@ -109,40 +149,61 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
     return summary
 
 
-def _start_server(lab, run: FlowRun, port: int, raw: Path) -> Process:
-    host = f"D{run.flow.pair}"
-    executor = lab.executor(host)
-    name = f"{run.flow.name}-server-{port}"
-    proc = executor.start(iperf3.server_argv(port), label=f"iperf3-{name}",
-                          stdout=raw / f"{name}.json", stderr=raw / f"{name}.err")
-    probe = ["ss", "-ltnH", "sport", "=", f":{port}"]
-    wait_until(lambda: proc.poll() is not None or bool(executor.run(probe, check=False).stdout.strip()),
-               timeout=10, what=f"iperf3 server for {run.flow.name} on {host}:{port}")
-    if proc.poll() is not None:
-        raise RuntimeError(f"iperf3 server for {run.flow.name} exited: {proc.read_stderr().strip()}")
+def _start_server(lab, run: FlowRun, spec: BurstSpec, port: int, out: Path) -> Process:
+    """Start a receiver and wait until it listens (shared servers: before the trial starts)."""
+    server_spec = run.tool.server(replace(spec, port=port))
+    proc = _launch_server(lab, run, server_spec, out)
+    _wait_ready(lab, run, proc, server_spec)
     return proc
 
 
-def _client_argv(run: FlowRun, burst: Burst, cell) -> list[str]:
-    flow = run.flow
-    buffer = cell.flow_buffer(flow)
-    window = buffer_limit(buffer) if isinstance(buffer, int) else None
-    return iperf3.client_argv(f"D{flow.pair}", run.port_for(burst), protocol=flow.protocol, duration_s=burst.duration_s,
-                              bytes_=burst.bytes, streams=flow.streams, cca=run.cca, window_bytes=window,
-                              udp_rate_mbps=flow.udp_rate_mbps)
+def _launch_server(lab, run: FlowRun, server_spec: ServerSpec, out: Path) -> Process:
+    return lab.executor(f"D{run.flow.pair}").start(server_spec.argv, label=f"{run.tool.name}-{out.stem}",
+                                                    stdout=out, stderr=out.with_suffix(".err"))
 
 
-def _drive(lab, runs: list[FlowRun], t0: float, cell, on_tick, probe, sampler) -> None:
-    pending = sorted(((l.launch_at, i, l) for i, r in enumerate(runs) for l in r.launches), key=lambda x: x[0])
+def _wait_ready(lab, run: FlowRun, proc: Process, server_spec: ServerSpec) -> None:
+    host = f"D{run.flow.pair}"
+    executor = lab.executor(host)
+    wait_until(lambda: proc.poll() is not None or bool(executor.run(server_spec.ready, check=False).stdout.strip()),
+               timeout=READY_TIMEOUT_S, what=f"{run.tool.name} receiver for {run.flow.name} on {host}")
+    if proc.poll() is not None:
+        raise RuntimeError(f"{run.tool.name} receiver for {run.flow.name} exited: {proc.read_stderr().strip()[:300]}")
+
+
+def _stop_server(lab, run: FlowRun, server: Process, server_spec: ServerSpec | None) -> None:
+    server.stop()
+    for argv in (server_spec.cleanup if server_spec else []):
+        lab.executor(f"D{run.flow.pair}").run(argv, check=False)
+
+
+def _events(runs: list[FlowRun]) -> list[tuple[float, int, str, FlowRun, Launch]]:
+    """Time-ordered actions: per-burst receivers SERVER_LEAD_S ahead of their sender."""
+    events = []
+    for run in runs:
+        for launch in run.launches:
+            if not run.tool.shared_servers:
+                events.append((launch.launch_at - SERVER_LEAD_S, 0, "server", run, launch))
+            events.append((launch.launch_at, 1, "client", run, launch))
+    return sorted(events, key=lambda e: (e[0], e[1]))
+
+
+def _drive(lab, runs: list[FlowRun], t0: float, on_tick, probe, sampler) -> None:
+    pending = _events(runs)
     deadline = t0 + max(_planned_end(r.flow) for r in runs) + GRACE_S
     next_tick = time.monotonic()
     while True:
         now = time.monotonic()
         while pending and pending[0][0] <= now - t0:
-            _, index, launch = pending.pop(0)
-            run = runs[index]
+            _, _, kind, run, launch = pending.pop(0)
+            if kind == "server":
+                launch.server_spec = run.tool.server(launch.spec)
+                launch.server = _launch_server(lab, run, launch.server_spec, launch.server_raw)
+                continue
+            if launch.server is not None:
+                _wait_ready(lab, run, launch.server, launch.server_spec)
             launch.proc = lab.executor(f"S{run.flow.pair}").start(
-                _client_argv(run, launch.burst, cell), label=f"iperf3-{run.flow.name}-b{launch.burst.index}",
+                run.tool.client(launch.spec), label=f"{run.tool.name}-{run.flow.name}-b{launch.burst.index}",
                 stdout=launch.raw, stderr=launch.raw.with_suffix(".err"))
             launch.launched_s = round(time.monotonic() - t0, 3)
         running = [l for r in runs for l in r.launches if l.proc and l.exited_s is None]
@@ -165,15 +226,16 @@ def _planned_end(flow: Flow) -> float:
     return stop if stop is not None else start + BYTES_FLOW_LIMIT_S
 
 
-def _read_result(launch: Launch) -> str | None:
-    """Parse a burst's iperf3 output into launch.result; the error text if there is none."""
+def _read_result(run: FlowRun, launch: Launch) -> str | None:
+    """Parse a burst's outputs into launch.result; the error text if there is none."""
     text = launch.raw.read_text(errors="replace") if launch.raw.exists() else ""
+    server_text = launch.server_raw.read_text(errors="replace") if launch.server_raw.exists() else ""
     try:
-        launch.result = iperf3.parse(text)
+        launch.result = run.tool.parse(text, server_text, launch.spec)
     except ValueError as exc:
         err_path = launch.raw.with_suffix(".err")
         stderr = err_path.read_text(errors="replace").strip()[:300] if err_path.exists() else ""
-        return f"burst {launch.burst.index}: no iperf3 result ({exc}); stderr: {stderr}"
+        return f"burst {launch.burst.index}: no {run.tool.name} result ({exc}); stderr: {stderr}"
     return f"burst {launch.burst.index}: {launch.result.error}" if launch.result.error else None
 
 
@@ -192,7 +254,7 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, sta
         for launch in run.launches:
             event_rows.append([run.flow.name, launch.burst.index, launch.burst.start_s, launch.launched_s,
                                launch.burst.stop_s, launch.exited_s])
-            error = _read_result(launch)
+            error = _read_result(run, launch)
             if error:
                 run.errors.append(error)
             if launch.result is not None:

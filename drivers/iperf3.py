@@ -7,7 +7,9 @@ Per-second throughput is taken at the receiver (the server's intervals) when the
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+
+from .result import Interval, Result, merge_short_tail  # noqa: F401  (re-exported for callers)
+from .tool import BurstSpec, ServerSpec, listening
 
 
 def server_argv(port: int, bind: str | None = None) -> list[str]:
@@ -41,47 +43,6 @@ def client_argv(server: str, port: int, *, protocol: str = "tcp", duration_s: fl
     if window_bytes:
         argv += ["-w", str(window_bytes)]
     return argv
-
-
-@dataclass
-class Interval:
-    end_s: float
-    seconds: float
-    bytes: int
-    streams: list[int]          # bytes per stream, in stream order
-
-
-@dataclass
-class Result:
-    protocol: str
-    cca: str | None
-    streams: int
-    seconds: float
-    bytes_sent: int
-    bytes_received: int
-    retransmits: int | None
-    lost_percent: float | None
-    receiver_intervals: list[Interval] = field(default_factory=list)
-    sender_intervals: list[Interval] = field(default_factory=list)
-    local_ports: list[int] = field(default_factory=list)
-    remote_port: int | None = None
-    error: str | None = None
-
-    @property
-    def intervals(self) -> list[Interval]:
-        """The receiver's view when it is there, else the sender's; no end-of-test fragment."""
-        return merge_short_tail(self.receiver_intervals or self.sender_intervals)
-
-
-def merge_short_tail(intervals: list[Interval], min_seconds: float = 0.5) -> list[Interval]:
-    """iperf3 ends a test with a fragment of an interval (often a few ms) holding what was still in
-    flight; as a rate of its own it reads as a spike, so it is folded into the interval before it."""
-    if len(intervals) < 2 or intervals[-1].seconds >= min_seconds:
-        return intervals
-    prev, tail = intervals[-2], intervals[-1]
-    merged = Interval(tail.end_s, prev.seconds + tail.seconds, prev.bytes + tail.bytes,
-                      [a + b for a, b in zip(prev.streams, tail.streams)] if len(prev.streams) == len(tail.streams) else prev.streams)
-    return [*intervals[:-2], merged]
 
 
 def _intervals(raw: list[dict]) -> list[Interval]:
@@ -134,3 +95,24 @@ def parse_version(text: str) -> str:
     first = text.strip().splitlines()[0] if text.strip() else ""
     parts = first.split()
     return parts[1] if len(parts) > 1 and parts[0] == "iperf" else first
+
+
+class Iperf3:
+    """drivers.tool.Tool for iperf3: long-lived --json servers a flow's bursts rotate over; the
+    client's --get-server-output carries the receiver's per-second view, so the server's own
+    output is not needed."""
+
+    name = "iperf3"
+    executables = ("iperf3",)
+    shared_servers = True
+
+    def server(self, spec: BurstSpec) -> ServerSpec:
+        return ServerSpec(server_argv(spec.port), listening(spec.port))
+
+    def client(self, spec: BurstSpec) -> list[str]:
+        return client_argv(spec.receiver, spec.port, protocol=spec.protocol, duration_s=spec.duration_s,
+                           bytes_=spec.bytes, streams=spec.streams, cca=spec.cca, window_bytes=spec.window_bytes,
+                           udp_rate_mbps=spec.rate_mbps)
+
+    def parse(self, client_text: str, server_text: str, spec: BurstSpec) -> Result:
+        return parse(client_text)

@@ -1,0 +1,68 @@
+"""The one shape every traffic tool's driver has, so the trial runs any of them the same way.
+
+A flow is a sequence of bursts (appliance/patterns.py). For each burst the trial asks the driver
+for a receiver-side process (`server`), waits until `ready` says it listens, starts the sender
+(`client`) at the burst's time on the flow's sender host, and after the trial hands both outputs
+to `parse`. Drivers are pure: they build argv lists and parse text; executors run them on a
+namespace, the local machine or an SSH host alike.
+
+`shared_servers`: iperf3's server serves test after test, so a flow's bursts rotate over a few
+long-lived servers; other tools start one receiver per burst.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Protocol
+
+from .result import Result
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A rate that changes within one burst (paced sources only). kind: 'sinusoid' is seed 002's
+    f(t) = Avg*cos(t/c) + Min + Avg with Avg = (max - min)/2 and c = period / (2 pi)."""
+    kind: str
+    min_mbps: float
+    max_mbps: float
+    period_s: float
+
+
+@dataclass(frozen=True)
+class BurstSpec:
+    receiver: str                   # the receiver host's name, resolvable on the sender ("D1")
+    port: int                       # the port this burst's receiver listens on
+    duration_s: float | None        # exactly one of duration_s and bytes
+    bytes: int | None
+    protocol: str = "tcp"
+    streams: int = 1
+    cca: str | None = None
+    window_bytes: int | None = None
+    rate_mbps: float | None = None  # declared rate of a UDP or paced flow (total over streams)
+    shape: Shape | None = None
+    storage: str = "memory"         # 'memory' or 'disk' for file-moving tools
+    workdir: PurePosixPath = PurePosixPath("/tmp")   # scratch space on both hosts for this burst
+    options: dict = field(default_factory=dict)      # tool-specific keys of the flow
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    argv: list[str]
+    ready: list[str]                # argv run on the receiver; non-empty stdout means ready
+    cleanup: list[list[str]] = field(default_factory=list)   # argv to run after it stopped
+
+
+class Tool(Protocol):
+    name: str
+    executables: tuple[str, ...]    # needed on both hosts (preflight and `longhaul check` look)
+    shared_servers: bool
+
+    def server(self, spec: BurstSpec) -> ServerSpec | None: ...
+    def client(self, spec: BurstSpec) -> list[str]: ...
+    def parse(self, client_text: str, server_text: str, spec: BurstSpec) -> Result: ...
+
+
+def listening(port: int, protocol: str = "tcp") -> list[str]:
+    """Readiness argv: `ss` prints a line once something listens on the port."""
+    return ["ss", "-lnH" + ("u" if protocol == "udp" else "t"), "sport", "=", f":{port}"]

@@ -1,0 +1,12 @@
+"""The driver for a flow's `tool` name: one place that knows which module runs which tool."""
+
+from __future__ import annotations
+
+from .tool import Tool
+
+
+def tool_for(name: str) -> Tool:
+    if name == "iperf3":
+        from .iperf3 import Iperf3
+        return Iperf3()
+    raise ValueError(f"no driver for tool {name!r} in this build")
