@@ -19,6 +19,7 @@ from ..collectors.metrics import jain, mbps, rtt_stats
 from ..collectors.rtt_probe import RttProbe
 from ..collectors.socket_sampler import COLUMNS as TCPINFO_COLUMNS
 from ..collectors.socket_sampler import SocketSampler, control_sockets
+from ..drivers import ccashim
 from ..drivers.result import Result
 from ..drivers.tool import BurstSpec, ServerSpec, Shape, Tool
 from ..drivers.tools import tool_for
@@ -157,8 +158,16 @@ def _start_server(lab, run: FlowRun, spec: BurstSpec, port: int, out: Path) -> P
     return proc
 
 
+def _with_cca(run: FlowRun, argv: list[str]) -> list[str]:
+    """Tools without a CCA option get the flow's per socket; both ends, since either may open
+    the data connections (GridFTP's passive mode)."""
+    if run.flow.protocol != "tcp" or run.tool.sets_cca:
+        return argv
+    return ccashim.wrap(argv, run.cca)
+
+
 def _launch_server(lab, run: FlowRun, server_spec: ServerSpec, out: Path) -> Process:
-    return lab.executor(f"D{run.flow.pair}").start(server_spec.argv, label=f"{run.tool.name}-{out.stem}",
+    return lab.executor(f"D{run.flow.pair}").start(_with_cca(run, server_spec.argv), label=f"{run.tool.name}-{out.stem}",
                                                     stdout=out, stderr=out.with_suffix(".err"))
 
 
@@ -203,7 +212,7 @@ def _drive(lab, runs: list[FlowRun], t0: float, on_tick, probe, sampler) -> None
             if launch.server is not None:
                 _wait_ready(lab, run, launch.server, launch.server_spec)
             launch.proc = lab.executor(f"S{run.flow.pair}").start(
-                run.tool.client(launch.spec), label=f"{run.tool.name}-{run.flow.name}-b{launch.burst.index}",
+                _with_cca(run, run.tool.client(launch.spec)), label=f"{run.tool.name}-{run.flow.name}-b{launch.burst.index}",
                 stdout=launch.raw, stderr=launch.raw.with_suffix(".err"))
             launch.launched_s = round(time.monotonic() - t0, 3)
         running = [l for r in runs for l in r.launches if l.proc and l.exited_s is None]

@@ -32,7 +32,7 @@ import numpy as np
 
 def _rate(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a number in Mb/s, not {value!r}")
+        raise ValueError(f"{name} must be a number in Mb/s, not {value!r}")  # noqa: TRY004 - one error type
     x = float(value)
     if not math.isfinite(x) or x < 0:
         raise ValueError(f"{name} must be a finite rate >= 0 Mb/s, not {value!r}")
@@ -42,7 +42,7 @@ def _rate(name: str, value) -> float:
 def aggregate_mbps(per_stream_mbps: Sequence[float]) -> float:
     """One run's competing aggregate: the sum of the competing streams' throughputs (Mb/s)."""
     if isinstance(per_stream_mbps, (str, bytes)) or not isinstance(per_stream_mbps, Iterable):
-        raise ValueError(f"per_stream_mbps must be a sequence of Mb/s, not {per_stream_mbps!r}")
+        raise ValueError(f"per_stream_mbps must be a sequence of Mb/s, not {per_stream_mbps!r}")  # noqa: TRY004
     rates = [_rate("stream throughput", r) for r in per_stream_mbps]
     if not rates:
         raise ValueError("a run needs at least one competing stream")

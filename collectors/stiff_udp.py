@@ -7,6 +7,9 @@ Units throughout: rates in Mb/s (10^6 bit/s), times in seconds, capacities of eq
 Checked against the paper's own numbers (tests/test_stiff_udp.py): with M = 100 Mb/s, tau = 240 s,
 period = 10 s and I = 1.09 Mb/s, eq. (8) / 8 gives T = 2801.49 MB for UDP 1-10 Mb/s and 1014.61 MB
 for UDP 50-80 Mb/s; the paper prints 2801.5 and 1014.6 (Tables I, II).
+
+c defaults to the paper's literal 0.05 pi period. drivers/paced_udp paces with c = period / (2 pi)
+(a cycle of exactly period_s), so analyse its runs with c_s=period_s / (2 * math.pi).
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ MBIT = 1e6
 def _number(name: str, value, *, minimum: float | None = 0.0, positive: bool = False) -> float:
     """`value` as a finite float, else ValueError naming the parameter."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a number, not {value!r}")
+        raise ValueError(f"{name} must be a number, not {value!r}")  # noqa: TRY004 - one error type for callers
     x = float(value)
     if not math.isfinite(x):
         raise ValueError(f"{name} must be finite, not {value!r}")
@@ -33,14 +36,19 @@ def _number(name: str, value, *, minimum: float | None = 0.0, positive: bool = F
     return x
 
 
-def sinusoid_c(period_s: float) -> float:
+def sinusoid_c(period_s: float, c_s: float | None = None) -> float:
     """The time constant c of eq. (3), in seconds: c = 0.05 * pi * period, literally as printed.
 
     This is not period / (2 pi): cos(t/c) repeats every 2 pi c = 0.1 pi^2 period = 0.987 period
     (9.87 s for the paper's 10 s). Kept literal because the printed T values need it: with
     c = period / (2 pi) Table I minus Table II would be 1785.0 MB, not the printed 1786.9 MB.
+
+    c_s, when given, overrides it (seconds), for a generator that paces with another c (e.g.
+    period / (2 pi), a cycle of exactly `period_s`): every function here that takes period_s also
+    takes c_s, so T is computed for the f(t) that was actually sent.
     """
-    return 0.05 * math.pi * _number("period_s", period_s, positive=True)
+    period = _number("period_s", period_s, positive=True)
+    return 0.05 * math.pi * period if c_s is None else _number("c_s", c_s, positive=True)
 
 
 def _avg(min_mbps: float, max_mbps: float) -> float:
@@ -51,7 +59,8 @@ def _avg(min_mbps: float, max_mbps: float) -> float:
     return (hi - lo) / 2.0
 
 
-def udp_rate_mbps(t_s: float, min_mbps: float, max_mbps: float, period_s: float) -> float:
+def udp_rate_mbps(t_s: float, min_mbps: float, max_mbps: float, period_s: float, *,
+                  c_s: float | None = None) -> float:
     """The stiff UDP rate f(t) in Mb/s at time t (s), eq. (3): f(t) = Avg cos(t/c) + Min + Avg.
 
     Avg = (Max - Min) / 2, c = 0.05 pi period (see `sinusoid_c`). f(0) = Max, the minimum Min
@@ -59,16 +68,16 @@ def udp_rate_mbps(t_s: float, min_mbps: float, max_mbps: float, period_s: float)
     """
     avg = _avg(min_mbps, max_mbps)
     t = _number("t_s", t_s)
-    return avg * math.cos(t / sinusoid_c(period_s)) + float(min_mbps) + avg
+    return avg * math.cos(t / sinusoid_c(period_s, c_s)) + float(min_mbps) + avg
 
 
 def rate_schedule(duration_s: float, step_s: float, min_mbps: float, max_mbps: float,
-                  period_s: float) -> list[tuple[float, float]]:
+                  period_s: float, *, c_s: float | None = None) -> list[tuple[float, float]]:
     """[(t s, f(t) Mb/s)] every `step_s` from 0 up to (excluding) `duration_s`: a pacing plan."""
     duration = _number("duration_s", duration_s)
     step = _number("step_s", step_s, positive=True)
-    count = int(math.ceil(duration / step - 1e-9))
-    return [(i * step, udp_rate_mbps(i * step, min_mbps, max_mbps, period_s)) for i in range(count)]
+    count = math.ceil(duration / step - 1e-9)
+    return [(i * step, udp_rate_mbps(i * step, min_mbps, max_mbps, period_s, c_s=c_s)) for i in range(count)]
 
 
 def icmp_rate_mbps(packet_bytes: float = 1440, interval_s: float = 0.010) -> float:
@@ -81,18 +90,19 @@ def icmp_rate_mbps(packet_bytes: float = 1440, interval_s: float = 0.010) -> flo
     return size * BITS_PER_BYTE / _number("interval_s", interval_s, positive=True) / MBIT
 
 
-def _check_capacity_args(duration_s, link_mbps, min_mbps, max_mbps, period_s, icmp_mbps):
+def _check_capacity_args(duration_s, link_mbps, min_mbps, max_mbps, period_s, icmp_mbps, c_s):
     tau = _number("duration_s", duration_s)
     link = _number("link_mbps", link_mbps, positive=True)
     icmp = _number("icmp_mbps", icmp_mbps)
     if icmp >= link:
         raise ValueError(f"icmp_mbps ({icmp:g}) must be below link_mbps ({link:g})")
     avg = _avg(min_mbps, max_mbps)
-    return tau, link, icmp, avg, float(min_mbps), sinusoid_c(period_s)
+    return tau, link, icmp, avg, float(min_mbps), sinusoid_c(period_s, c_s)
 
 
 def capacity_closed_form_mbit(duration_s: float, link_mbps: float, min_mbps: float, max_mbps: float,
-                              period_s: float, icmp_mbps: float = 0.0) -> float:
+                              period_s: float, icmp_mbps: float = 0.0, *,
+                              c_s: float | None = None) -> float:
     """Theoretical TCP capacity T in megabits over [0, tau], eq. (8), implemented literally:
 
         T = (M - I) tau - Avg [c sin(tau/c) + tau (Min/Avg) + tau]
@@ -110,7 +120,7 @@ def capacity_closed_form_mbit(duration_s: float, link_mbps: float, min_mbps: flo
     `theoretical_capacity_mbit`.
     """
     tau, link, icmp, avg, lo, c = _check_capacity_args(duration_s, link_mbps, min_mbps, max_mbps,
-                                                       period_s, icmp_mbps)
+                                                       period_s, icmp_mbps, c_s)
     if avg == 0:
         return (link - icmp) * tau - lo * tau
     return (link - icmp) * tau - avg * (c * math.sin(tau / c) + tau * (lo / avg) + tau)
@@ -118,7 +128,7 @@ def capacity_closed_form_mbit(duration_s: float, link_mbps: float, min_mbps: flo
 
 def capacity_numeric_mbit(duration_s: float, link_mbps: float, min_mbps: float, max_mbps: float,
                           period_s: float, icmp_mbps: float = 0.0, *, clip: bool = False,
-                          steps: int | None = None) -> float:
+                          steps: int | None = None, c_s: float | None = None) -> float:
     """T in megabits by numerically integrating eq. (5), int_0^tau g(t) - f(t) dt, with g = M - I (eq. 4).
 
     Composite Simpson's rule on `steps` intervals (default: 400 per cycle of f, 4000 with clip, at
@@ -127,7 +137,7 @@ def capacity_numeric_mbit(duration_s: float, link_mbps: float, min_mbps: float, 
     left to TCP when the UDP background goes above M - I (kinks there: ~1e-6 relative).
     """
     tau, link, icmp, avg, lo, c = _check_capacity_args(duration_s, link_mbps, min_mbps, max_mbps,
-                                                       period_s, icmp_mbps)
+                                                       period_s, icmp_mbps, c_s)
     if tau == 0:
         return 0.0
     if steps is None:
@@ -145,7 +155,8 @@ def capacity_numeric_mbit(duration_s: float, link_mbps: float, min_mbps: float, 
 
 
 def theoretical_capacity_mbit(duration_s: float, link_mbps: float, min_mbps: float, max_mbps: float,
-                              period_s: float, icmp_mbps: float = 0.0) -> float:
+                              period_s: float, icmp_mbps: float = 0.0, *,
+                              c_s: float | None = None) -> float:
     """The capacity (megabits) to judge TCP against: eq. (8) whenever it is valid, i.e. when
     Max + I <= M, so the background never exceeds the link (all of the paper's runs: 80 + 1.09 < 100).
 
@@ -154,11 +165,12 @@ def theoretical_capacity_mbit(duration_s: float, link_mbps: float, min_mbps: flo
     when Min + I >= M.
     """
     _, link, icmp, _, _, _ = _check_capacity_args(duration_s, link_mbps, min_mbps, max_mbps,
-                                                  period_s, icmp_mbps)
+                                                  period_s, icmp_mbps, c_s)
     if float(max_mbps) + icmp <= link:
-        return capacity_closed_form_mbit(duration_s, link_mbps, min_mbps, max_mbps, period_s, icmp_mbps)
+        return capacity_closed_form_mbit(duration_s, link_mbps, min_mbps, max_mbps, period_s, icmp_mbps,
+                                         c_s=c_s)
     return max(0.0, capacity_numeric_mbit(duration_s, link_mbps, min_mbps, max_mbps, period_s,
-                                          icmp_mbps, clip=True, steps=None))
+                                          icmp_mbps, clip=True, c_s=c_s))
 
 
 def mbit_to_bytes(mbit: float) -> float:
@@ -167,10 +179,11 @@ def mbit_to_bytes(mbit: float) -> float:
 
 
 def theoretical_capacity_bytes(duration_s: float, link_mbps: float, min_mbps: float, max_mbps: float,
-                               period_s: float, icmp_mbps: float = 0.0) -> float:
+                               period_s: float, icmp_mbps: float = 0.0, *,
+                               c_s: float | None = None) -> float:
     """`theoretical_capacity_mbit` in bytes (T Mb * 10^6 / 8); the paper's "T = ... MB" is this / 10^6."""
     return mbit_to_bytes(theoretical_capacity_mbit(duration_s, link_mbps, min_mbps, max_mbps,
-                                                   period_s, icmp_mbps))
+                                                   period_s, icmp_mbps, c_s=c_s))
 
 
 def effectiveness_pct(achieved_bytes: float, capacity_bytes: float) -> float:
@@ -213,6 +226,15 @@ def paper_sqrt_p(lost: int, sent: int) -> float:
     return math.sqrt(100.0 * loss_fraction(lost, sent))
 
 
+def paper_sqrt_p_from_percent(lost_percent: float) -> float:
+    """The Tables IV-V "\\sqrt{p}" from a loss already in percent (Iperf's and drivers/paced_udp's
+    `lost_percent`): sqrt(lost_percent)."""
+    pct = _number("lost_percent", lost_percent)
+    if pct > 100:
+        raise ValueError(f"lost_percent must be <= 100, not {lost_percent!r}")
+    return math.sqrt(pct)
+
+
 def median_paper_sqrt_p(runs: Iterable[tuple[int, int]]) -> float:
     """Table V's statistic over repeated runs: sqrt of the median loss rate (percent), runs given as
     (lost, sent) pairs. (sqrt is monotone, so this differs from the median of per-run sqrt values
@@ -245,7 +267,7 @@ def rtt_summary(samples_ms: Sequence[float | None]) -> dict:
     interpolation (numpy's default). With no reply at all the statistics are None.
     """
     if isinstance(samples_ms, (str, bytes)):
-        raise ValueError("samples_ms must be a sequence of RTTs in ms")
+        raise ValueError("samples_ms must be a sequence of RTTs in ms")  # noqa: TRY004 - as above
     samples = list(samples_ms)
     if not samples:
         raise ValueError("no RTT samples")

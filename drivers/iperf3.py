@@ -105,6 +105,7 @@ class Iperf3:
     name = "iperf3"
     executables = ("iperf3",)
     shared_servers = True
+    sets_cca = True                 # -C
 
     def server(self, spec: BurstSpec) -> ServerSpec:
         return ServerSpec(server_argv(spec.port), listening(spec.port))

@@ -57,6 +57,7 @@ class Tool(Protocol):
     name: str
     executables: tuple[str, ...]    # needed on both hosts (preflight and `longhaul check` look)
     shared_servers: bool
+    sets_cca: bool                  # False: the trial gives its TCP sockets the CCA (drivers/ccashim.py)
 
     def server(self, spec: BurstSpec) -> ServerSpec | None: ...
     def client(self, spec: BurstSpec) -> list[str]: ...

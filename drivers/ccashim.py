@@ -1,0 +1,25 @@
+"""Give a tool without a congestion-control option the flow's CCA, per socket, via LD_PRELOAD
+(drivers/ccashim/ccashim.c). iperf3 has -C; globus-url-copy and nfs-cp have none, and a network
+namespace may only default to what the host allows (here reno and bbr, not cubic)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+LIBRARY_NAME = "liblonghaul_ccashim.so"
+
+
+def library_path() -> Path:
+    """$LONGHAUL_CCASHIM or <repo>/build/lib."""
+    env = os.environ.get("LONGHAUL_CCASHIM")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "build" / "lib" / LIBRARY_NAME
+
+
+def wrap(argv: list[str], cca: str | None, library: Path | None = None) -> list[str]:
+    """argv run with every TCP socket it opens set to `cca` (unchanged when cca is None)."""
+    if not cca:
+        return list(argv)
+    return ["env", f"LD_PRELOAD={library or library_path()}", f"LONGHAUL_TCP_CCA={cca}", *argv]
