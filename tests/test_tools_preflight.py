@@ -1,0 +1,62 @@
+"""Flows name a tool; the schema knows what each tool carries and preflight what it needs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from longhaul.appliance.config import load_config
+from longhaul.appliance.errors import ConfigError
+from longhaul.appliance.runner import check_tools
+from longhaul.appliance.schema import Flow
+from longhaul.drivers.tools import tool_for
+
+
+def _config(tmp: Path, flow: str) -> Path:
+    (tmp / "profiles").mkdir()
+    (tmp / "profiles" / "p.toml").write_text(f"""
+[profile]
+description = "x"
+[topology]
+pairs = 1
+bottleneck_rate_mbps = 100
+rtt_ms = 10
+[[flows]]
+name = "f"
+role = "foreground"
+{flow}
+duration_s = 5
+""")
+    (tmp / "config.toml").write_text('[run]\nprofiles = ["p"]\n')
+    return tmp / "config.toml"
+
+
+def test_tool_implies_its_transport():
+    assert Flow(name="u", role="background", tool="udt", duration_s=1).protocol == "udp"
+    assert Flow(name="g", role="background", tool="gridftp", streams=16, duration_s=1).protocol == "tcp"
+    sin = Flow(name="s", role="background", tool="paced-udp", pattern="sinusoid", min_mbps=1, max_mbps=10,
+               period_s=10, duration_s=20)
+    assert sin.protocol == "udp" and sin.udp_rate_mbps is None
+
+
+def test_iperf3_driver_builds_what_the_trial_needs():
+    tool = tool_for("iperf3")
+    assert tool.shared_servers and tool.sets_cca and tool.executables == ("iperf3",)
+
+
+def test_unknown_driver_is_refused_at_the_tool_key(tmp_path, monkeypatch):
+    config = load_config(_config(tmp_path, 'tool = "trex"\nudp_rate_mbps = 10'))
+    monkeypatch.setattr("longhaul.appliance.runner.tool_for", lambda name: (_ for _ in ()).throw(
+        ValueError(f"no driver for tool {name!r} in this build")))
+    with pytest.raises(ConfigError) as err:
+        check_tools(config)
+    text = str(err.value)
+    assert "p.toml:11" in text and "flows[0].tool" in text and "no driver for tool 'trex'" in text
+
+
+def test_missing_program_is_refused(tmp_path, monkeypatch):
+    config = load_config(_config(tmp_path, 'tool = "iperf3"'))
+    monkeypatch.setattr("longhaul.appliance.runner.shutil.which", lambda exe: None)
+    with pytest.raises(ConfigError) as err:
+        check_tools(config)
+    assert "needs iperf3 installed" in str(err.value)
