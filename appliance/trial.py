@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from ..collectors import acked_rate
 from ..collectors.host_cpu import StealMeter
 from ..collectors.metrics import jain, mbps, rtt_stats
 from ..collectors.rtt_probe import RttProbe
@@ -266,9 +267,15 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, sta
             error = _read_result(run, launch)
             if error:
                 run.errors.append(error)
+            if launch.result is not None and run.tool.rate_from_sockets:
+                launch.result.sender_intervals = launch.result.receiver_intervals
+                launch.result.receiver_intervals = acked_rate.per_second(sampler.samples, launch.spec.port,
+                                                                         launch.burst.start_s)
+                launch.result.retransmits = acked_rate.retransmits(sampler.samples, launch.spec.port,
+                                                                   launch.burst.start_s)
             if launch.result is not None:
                 throughput_rows += _throughput_rows(run.flow.name, launch)
-    flows = [_flow_summary(run) for run in runs]
+    flows = [{**_flow_summary(run), "observed_cca": _observed_cca(sampler.samples, run.flow.name)} for run in runs]
     ctrl = control_sockets(sampler.samples)
     tcp_rows = [s.row() for s in sampler.samples if (s.sock.src, s.sock.sport) not in ctrl]
     rtt_rows = [[s.t_s, s.rtt_ms, s.sent, s.received, s.mode] for s in probe.samples]
@@ -287,6 +294,12 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, sta
         "collector": {"socket_samples": len(sampler.samples), "sampler_ticks": sampler.ticks,
                       "rtt_rounds": len(probe.samples)},
     }
+
+
+def _observed_cca(samples, flow: str) -> list[str] | None:
+    """The algorithms the flow's data sockets really ran (control sockets carry < 64 KB)."""
+    seen = {s.sock.cca for s in samples if s.flow == flow and s.sock.cca and (s.sock.bytes_acked or 0) >= 65536}
+    return sorted(seen) or None
 
 
 def _flow_summary(run: FlowRun) -> dict:

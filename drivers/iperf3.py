@@ -106,6 +106,7 @@ class Iperf3:
     executables = ("iperf3",)
     shared_servers = True
     sets_cca = True                 # -C
+    rate_from_sockets = False       # the server's own intervals
 
     def server(self, spec: BurstSpec) -> ServerSpec:
         return ServerSpec(server_argv(spec.port), listening(spec.port))

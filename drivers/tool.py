@@ -58,6 +58,7 @@ class Tool(Protocol):
     executables: tuple[str, ...]    # needed on both hosts (preflight and `longhaul check` look)
     shared_servers: bool
     sets_cca: bool                  # False: the trial gives its TCP sockets the CCA (drivers/ccashim.py)
+    rate_from_sockets: bool         # True: per-second figures from the sender's tcp_info (bytes acked)
 
     def server(self, spec: BurstSpec) -> ServerSpec | None: ...
     def client(self, spec: BurstSpec) -> list[str]: ...

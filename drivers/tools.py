@@ -9,4 +9,7 @@ def tool_for(name: str) -> Tool:
     if name == "iperf3":
         from .iperf3 import Iperf3
         return Iperf3()
+    if name == "gridftp":
+        from .gridftp import GridFTP
+        return GridFTP()
     raise ValueError(f"no driver for tool {name!r} in this build")
