@@ -80,7 +80,8 @@ def server_argv(port: int, *, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, bi
 def client_argv(receiver: str, port: int, *, rate_mbps: float | None = None, shape=None,
                 duration_s: float | None = None, bytes_: int | None = None,
                 payload_bytes: int = DEFAULT_PAYLOAD, catchup: float | None = None,
-                burst_ms: float | None = None, max_lag_ms: float | None = None) -> list[str]:
+                burst_ms: float | None = None, max_lag_ms: float | None = None,
+                tick_us: float | None = None) -> list[str]:
     if (duration_s is None) == (bytes_ is None):
         raise ValueError("give exactly one of duration_s or bytes_")
     _check_shape(rate_mbps, shape)
@@ -91,7 +92,8 @@ def client_argv(receiver: str, port: int, *, rate_mbps: float | None = None, sha
     else:
         argv += ["--rate-mbps", f"{rate_mbps:g}"]
     argv += ["--duration", f"{duration_s:g}"] if duration_s is not None else ["--bytes", str(int(bytes_))]
-    for flag, value in (("--catchup", catchup), ("--burst-ms", burst_ms), ("--max-lag-ms", max_lag_ms)):
+    for flag, value in (("--catchup", catchup), ("--burst-ms", burst_ms), ("--max-lag-ms", max_lag_ms),
+                        ("--tick-us", tick_us)):
         if value is not None:
             argv += [flag, f"{value:g}"]
     return argv
@@ -124,12 +126,17 @@ def parse_receiver(text: str) -> tuple[list[dict], dict | None]:
     return [d for d in items if "t_s" in d], next((d for d in reversed(items) if d.get("summary")), None)
 
 
-def _bins_to_intervals(bins: list[int], end_s: float | None) -> list[Interval]:
+def _bins_to_intervals(bins: list[int], end_s: float | None, last_s: float | None = None) -> list[Interval]:
     """Second i covers [i, i+1) of the sender's schedule, cut at the schedule's end when it falls
-    inside (the tail fragment is merged by Result.intervals)."""
+    inside; a last bin past the schedule (stragglers a queue held back) ends at the last arrival.
+    Result.intervals folds such short tails into the second before."""
     out = []
     for i, nbytes in enumerate(bins):
-        end = end_s if end_s is not None and i < end_s < i + 1 else i + 1.0
+        end = i + 1.0
+        if end_s is not None and i < end_s < i + 1:
+            end = end_s
+        elif last_s is not None and i == len(bins) - 1 and (end_s is None or i >= end_s) and i < last_s < i + 1:
+            end = last_s
         out.append(Interval(end_s=end, seconds=end - i, bytes=int(nbytes)))
     return out
 
@@ -141,7 +148,7 @@ def parse(client_text: str, server_text: str, spec=None) -> Result:
     if schedule_s is None and spec is not None:
         schedule_s = spec.duration_s
     if summary is not None:
-        receiver = _bins_to_intervals(summary.get("bins", []), schedule_s)
+        receiver = _bins_to_intervals(summary.get("bins", []), schedule_s, summary.get("last_s"))
         received = int(summary.get("bytes", 0))
     else:       # killed before its summary: the per-second lines it flushed
         receiver = [Interval(float(d["t_s"]), float(d.get("seconds", 1.0)), int(d.get("bytes", 0))) for d in lines]
@@ -169,7 +176,7 @@ def parse(client_text: str, server_text: str, spec=None) -> Result:
         seconds=float(sender["seconds"]) if sender else float(schedule_s or 0.0),
         bytes_sent=sent, bytes_received=received, retransmits=None, lost_percent=lost,
         receiver_intervals=receiver,
-        sender_intervals=_bins_to_intervals(sender.get("sent_per_s", []), float(sender["seconds"])) if sender else [],
+        sender_intervals=_bins_to_intervals(sender.get("sent_per_s", []), schedule_s, float(sender["seconds"])) if sender else [],
         remote_port=spec.port if spec is not None else None,
         error="; ".join(errors) or None, extra=extra,
     )
@@ -177,11 +184,13 @@ def parse(client_text: str, server_text: str, spec=None) -> Result:
 
 class PacedUdp:
     """drivers.tool.Tool for the paced UDP source: one receiver per burst (it exits at the sender's
-    end marker). spec.options may carry payload_bytes, catchup, burst_ms, max_lag_ms,
-    idle_timeout_s, rcvbuf_bytes."""
+    end marker). spec.options may carry payload_bytes, catchup, burst_ms, max_lag_ms, tick_us
+    (sender) and idle_timeout_s, rcvbuf_bytes (receiver)."""
 
     name = "paced-udp"
     shared_servers = False
+    sets_cca = True                # UDP: no congestion control to set
+    rate_from_sockets = False      # the receiver's own per-second counts
 
     @property
     def executables(self) -> tuple[str, ...]:
@@ -200,7 +209,7 @@ class PacedUdp:
                            shape=spec.shape, duration_s=spec.duration_s, bytes_=spec.bytes,
                            payload_bytes=int(opts.get("payload_bytes", DEFAULT_PAYLOAD)),
                            catchup=opts.get("catchup"), burst_ms=opts.get("burst_ms"),
-                           max_lag_ms=opts.get("max_lag_ms"))
+                           max_lag_ms=opts.get("max_lag_ms"), tick_us=opts.get("tick_us"))
 
     def parse(self, client_text: str, server_text: str, spec) -> Result:
         return parse(client_text, server_text, spec)

@@ -12,4 +12,7 @@ def tool_for(name: str) -> Tool:
     if name == "gridftp":
         from .gridftp import GridFTP
         return GridFTP()
+    if name == "paced-udp":
+        from .paced_udp import PacedUdp
+        return PacedUdp()
     raise ValueError(f"no driver for tool {name!r} in this build")

@@ -3,7 +3,7 @@
  *
  *   longhaul-pacedudp send --to HOST --port P (--rate-mbps R | --sine MIN,MAX,PERIOD)
  *                          (--duration S | --bytes N) [--size B] [--catchup F] [--burst-ms MS]
- *                          [--max-lag-ms MS] [--end-count N]
+ *                          [--max-lag-ms MS] [--tick-us US] [--end-count N]
  *   longhaul-pacedudp recv --port P [--bind ADDR] [--idle-timeout S] [--wait-timeout S]
  *                          [--rcvbuf BYTES] [--grace S]
  *
@@ -99,7 +99,7 @@ void pu_usage_error(const char *fmt, ...)
     va_end(ap);
     fputs("\nusage: longhaul-pacedudp send --to HOST --port P (--rate-mbps R | --sine MIN,MAX,PERIOD)"
           " (--duration S | --bytes N) [--size B] [--catchup F] [--burst-ms MS] [--max-lag-ms MS]"
-          " [--end-count N]\n"
+          " [--tick-us US] [--end-count N]\n"
           "       longhaul-pacedudp recv --port P [--bind ADDR] [--idle-timeout S]"
           " [--wait-timeout S] [--rcvbuf BYTES] [--grace S]\n", stderr);
     exit(2);

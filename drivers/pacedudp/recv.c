@@ -29,6 +29,7 @@ struct state {
     uint32_t session;
     int have_session, have_end;
     int64_t offset, last_arrival_mono; /* offset: min(arrival_rt - send_ns) */
+    uint64_t last_axis; /* the latest arrival on the sender's axis, ns */
     uint64_t received, bytes, seen_hi, reordered, late, emitted, nbins;
     uint64_t *arr_bytes, *arr_dgrams, *send_bytes;
     uint64_t end_dgrams, end_bytes, end_sched_ns, end_skipped;
@@ -58,6 +59,8 @@ static void emit(struct state *st, uint64_t i)
     double secs = 1.0;
     if (st->have_end && st->end_sched_ns < (i + 1) * 1000000000ULL && st->end_sched_ns > i * 1000000000ULL)
         secs = (st->end_sched_ns - i * 1000000000ULL) / 1e9; /* the schedule ends within this second */
+    else if (st->have_end && i * 1000000000ULL >= st->end_sched_ns && st->last_axis < (i + 1) * 1000000000ULL)
+        secs = fmax(1e-6, (st->last_axis - i * 1000000000ULL) / 1e9); /* stragglers past the end */
     grow(st, i);
     printf("{\"t_s\":%.6f,\"start_s\":%llu,\"seconds\":%.6f,\"bytes\":%llu,\"datagrams\":%llu,\"lost\":%llu}\n",
            i + secs, (unsigned long long)i, secs, (unsigned long long)st->arr_bytes[i],
@@ -89,6 +92,8 @@ static void on_datagram(struct state *st, const unsigned char *buf, long len, in
     if (st->received == 0 || delay < st->offset)
         st->offset = delay;
     uint64_t t = (uint64_t)(arrival_rt - st->offset);
+    if (t > st->last_axis)
+        st->last_axis = t;
     uint64_t bin = t / 1000000000ULL, sbin = h.send_ns / 1000000000ULL;
     if (bin > PU_MAX_SECONDS || sbin > PU_MAX_SECONDS)
         return;
@@ -294,6 +299,7 @@ int pu_recv_main(int argc, char **argv)
         printf(",\"sent_datagrams\":%llu,\"sent_bytes\":%llu,\"schedule_s\":%.6f,\"skipped_bytes\":%llu",
                (unsigned long long)st.end_dgrams, (unsigned long long)st.end_bytes,
                st.end_sched_ns / 1e9, (unsigned long long)st.end_skipped);
+    printf(",\"last_s\":%.6f", st.last_axis / 1e9);
     print_array("bins", st.arr_bytes, st.received ? last : 0);
     print_array("bin_datagrams", st.arr_dgrams, st.received ? last : 0);
     print_array("send_bins", st.send_bytes, st.received ? last : 0);
