@@ -63,6 +63,8 @@ def check_tools(config: Config) -> None:
                     tool = tool_for(flow.tool)
                 except ValueError as exc:
                     _refuse_flow_key(profile, flow, "tool", flow.tool, str(exc))
+                if tool.hardware_only:
+                    _refuse_flow_key(profile, flow, "tool", flow.tool, f"needs {tool.hardware_only}")
                 missing = [exe for exe in tool.executables if not shutil.which(exe)]
                 if missing:
                     _refuse_flow_key(profile, flow, "tool", flow.tool,

@@ -88,7 +88,8 @@ def setup_lead_s(flow: Flow, rtt_ms: float) -> float:
     return (2 + flow.streams) * rtt_ms / 1000.0
 
 
-def burst_spec(run: FlowRun, burst: Burst, cell, workdir: Path) -> BurstSpec:
+def burst_spec(run: FlowRun, burst: Burst, cell, workdir: Path, facts: dict) -> BurstSpec:
+    """facts: the lab's addressing of the flow's pair (NetnsLab.pair_facts), for layer-2 tools."""
     flow = run.flow
     buffer = cell.flow_buffer(flow)
     shape = Shape("sinusoid", flow.min_mbps, flow.max_mbps, flow.period_s) if flow.pattern == "sinusoid" else None
@@ -98,7 +99,8 @@ def burst_spec(run: FlowRun, burst: Burst, cell, workdir: Path) -> BurstSpec:
                      window_bytes=buffer_limit(buffer) if isinstance(buffer, int) else None,
                      rate_mbps=flow.udp_rate_mbps, shape=shape, storage=flow.storage,
                      workdir=PurePosixPath(workdir),
-                     options={"clients": flow.clients, "file_bytes": flow.file_bytes})
+                     options={**facts, "udp_port": run.port_for(burst),
+                              "clients": flow.clients, "file_bytes": flow.file_bytes})
 
 
 def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: float | None,
@@ -110,13 +112,14 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
     runs = [FlowRun(f, cell.flow_cca(f), BASE_PORT + PORTS_PER_FLOW * i, tool_for(f.tool))
             for i, f in enumerate(cell.flows)]
     for run in runs:
+        facts = lab.pair_facts(run.flow.pair) if run.tool.needs_link_facts else {}
         lead = setup_lead_s(run.flow, rtt_for_lead)
         for b in bursts(run.flow):
             work = raw / "work" / f"{run.flow.name}-b{b.index}"
             if not run.tool.shared_servers:     # file-moving tools keep their files here
                 work.mkdir(parents=True, exist_ok=True)
             run.launches.append(Launch(b, b.start_s - lead, raw / f"{run.flow.name}-b{b.index}.out",
-                                       burst_spec(run, b, cell, work)))
+                                       burst_spec(run, b, cell, work, facts)))
     shared = [_start_server(lab, run, run.launches[0].spec, port, raw / f"{run.flow.name}-server-{port}.json")
               for run in runs if run.tool.shared_servers for port in run.ports]
     first = min(l.launch_at - (0 if r.tool.shared_servers else SERVER_LEAD_S) for r in runs for l in r.launches)

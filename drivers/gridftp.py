@@ -230,6 +230,8 @@ class GridFTP:
     shared_servers = False
     sets_cca = False               # the trial's LD_PRELOAD shim sets it per socket
     rate_from_sockets = True       # -vb reports every 5 s; the sender's tcp_info every 0.1 s
+    needs_link_facts = False
+    hardware_only = None
 
     def server(self, spec: BurstSpec) -> ServerSpec:
         cleanup = [["rm", "-f", str(receiver_path(spec))]] if spec.storage == "disk" else []

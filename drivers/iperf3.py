@@ -107,6 +107,8 @@ class Iperf3:
     shared_servers = True
     sets_cca = True                 # -C
     rate_from_sockets = False       # the server's own intervals
+    needs_link_facts = False
+    hardware_only = None
 
     def server(self, spec: BurstSpec) -> ServerSpec:
         return ServerSpec(server_argv(spec.port), listening(spec.port))

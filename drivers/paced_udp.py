@@ -191,6 +191,8 @@ class PacedUdp:
     shared_servers = False
     sets_cca = True                # UDP: no congestion control to set
     rate_from_sockets = False      # the receiver's own per-second counts
+    needs_link_facts = False
+    hardware_only = None
 
     @property
     def executables(self) -> tuple[str, ...]:

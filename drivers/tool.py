@@ -59,6 +59,8 @@ class Tool(Protocol):
     shared_servers: bool
     sets_cca: bool                  # False: the trial gives its TCP sockets the CCA (drivers/ccashim.py)
     rate_from_sockets: bool         # True: per-second figures from the sender's tcp_info (bytes acked)
+    needs_link_facts: bool          # True: options carry the lab's iface/MAC/addresses (layer-2 tools)
+    hardware_only: str | None       # what the tool needs that the embedded lab cannot give, if anything
 
     def server(self, spec: BurstSpec) -> ServerSpec | None: ...
     def client(self, spec: BurstSpec) -> list[str]: ...

@@ -15,4 +15,10 @@ def tool_for(name: str) -> Tool:
     if name == "paced-udp":
         from .paced_udp import PacedUdp
         return PacedUdp()
+    if name == "dpdk":
+        from .dpdk_testpmd import DpdkTestpmd
+        return DpdkTestpmd()
+    if name == "trex":
+        from .trex_stl import TrexStl
+        return TrexStl()
     raise ValueError(f"no driver for tool {name!r} in this build")

@@ -24,8 +24,8 @@ BINARY_NAME = "longhaul-udtperf"
 OPTION_FLAGS = {
     "mss": "--mss",                 # UDT_MSS: packet size incl. IP/UDP/UDT headers (default 1500)
     "fc": "--fc",                   # UDT_FC: max flow window in packets (default 25600)
-    "udt_sndbuf": "--udt-sndbuf",   # UDT_SNDBUF bytes (default ~10 MB)
-    "udt_rcvbuf": "--udt-rcvbuf",   # UDT_RCVBUF bytes (default ~10 MB): bounds the flow window
+    "udt_sndbuf": "--udt-sndbuf",   # UDT_SNDBUF bytes (default 8192 packets, ~12 MB)
+    "udt_rcvbuf": "--udt-rcvbuf",   # UDT_RCVBUF bytes (default 8192 packets, ~12 MB): bounds the flow window
     "udp_sndbuf": "--udp-sndbuf",   # UDP_SNDBUF bytes (kernel caps it at net.core.wmem_max)
     "udp_rcvbuf": "--udp-rcvbuf",   # UDP_RCVBUF bytes (kernel caps it at net.core.rmem_max)
 }
@@ -39,13 +39,12 @@ def helper_path() -> Path:
     return Path(__file__).resolve().parent.parent / "build" / "bin" / BINARY_NAME
 
 
-def _option_args(options: dict | None, window_bytes: int | None) -> list[str]:
-    opts = dict(options or {})
-    # A flow's window is TCP's socket buffer; UDT's counterpart is its own buffers, the receiver's
-    # bounding the flow window it advertises. Explicit options win.
-    if window_bytes:
-        opts.setdefault("udt_sndbuf", window_bytes)
-        opts.setdefault("udt_rcvbuf", window_bytes)
+def _option_args(options: dict | None) -> list[str]:
+    """A cell's TCP buffer (BurstSpec.window_bytes) is deliberately not mapped onto UDT's buffers:
+    seed 000 names no UDT tuning, and a TCP-sized UDT_RCVBUF would cap UDT's flow window.
+    Note the defaults (~12 MB receive buffer) bound UDT to about 12 MB per RTT: 750 Mb/s at 128 ms;
+    a faster or longer path needs udt_rcvbuf/udt_sndbuf (and fc) in the flow's options."""
+    opts = options or {}
     argv: list[str] = []
     for key, flag in OPTION_FLAGS.items():
         value = opts.get(key)
@@ -57,24 +56,24 @@ def _option_args(options: dict | None, window_bytes: int | None) -> list[str]:
     return argv
 
 
-def receiver_argv(port: int, *, options: dict | None = None, window_bytes: int | None = None,
-                  bind: str | None = None, binary: str | None = None) -> list[str]:
+def receiver_argv(port: int, *, options: dict | None = None, bind: str | None = None,
+                  binary: str | None = None) -> list[str]:
     argv = [binary or str(helper_path()), "recv", "--port", str(int(port))]
     if bind:
         argv += ["--bind", bind]
-    return argv + _option_args(options, window_bytes)
+    return argv + _option_args(options)
 
 
 def sender_argv(host: str, port: int, *, duration_s: float | None = None, bytes_: int | None = None,
                 rate_mbps: float | None = None, options: dict | None = None,
-                window_bytes: int | None = None, binary: str | None = None) -> list[str]:
+                binary: str | None = None) -> list[str]:
     if (duration_s is None) == (bytes_ is None):
         raise ValueError("give exactly one of duration_s or bytes_")
     argv = [binary or str(helper_path()), "send", "--host", host, "--port", str(int(port))]
     argv += ["--seconds", f"{duration_s:g}"] if duration_s is not None else ["--bytes", str(int(bytes_))]
     if rate_mbps:   # UDT_MAXBW: a ceiling on UDT's own rate control, not a pacer of its own
         argv += ["--max-mbps", f"{rate_mbps:g}"]
-    return argv + _option_args(options, window_bytes)
+    return argv + _option_args(options)
 
 
 def events(text: str) -> list[dict]:
@@ -108,7 +107,8 @@ def _last(summary: dict | None) -> dict:
 
 def lost_percent(sender_last: dict, receiver_last: dict) -> float | None:
     """Packets the receiver found missing (each gap counted once, unlike the sender's NAK-driven
-    count, which repeats when a NAK is resent) over the data packets the sender sent."""
+    count, which repeats when a NAK is resent) over the data packets the sender sent, retransmissions
+    included."""
     lost = receiver_last.get("pktRcvLossTotal")
     sent = sender_last.get("pktSentTotal")
     if lost is None:
@@ -118,7 +118,7 @@ def lost_percent(sender_last: dict, receiver_last: dict) -> float | None:
     return 100.0 * lost / sent if sent else None
 
 
-def parse(client_text: str, server_text: str) -> Result:
+def parse(client_text: str, server_text: str, spec=None) -> Result:
     """Both sides' outputs -> Result; raises ValueError if neither is longhaul-udtperf output."""
     send_evts, recv_evts = events(client_text), events(server_text)
     if not send_evts and not recv_evts:
@@ -147,7 +147,7 @@ def parse(client_text: str, server_text: str) -> Result:
         lost_percent=lost_percent(send_last, recv_last),
         receiver_intervals=receiver, sender_intervals=sender,
         local_ports=[int(local)] if local.isdigit() else [],
-        remote_port=int(peer) if peer.isdigit() else None,
+        remote_port=int(peer) if peer.isdigit() else (spec.port if spec is not None else None),
         error="; ".join(errors) or None,
         extra={
             "rtt_ms": rtt,
@@ -168,6 +168,8 @@ class Udt:
 
     name = "udt"
     shared_servers = False
+    sets_cca = True                # no TCP socket: the trial's CCA shim has nothing to set
+    rate_from_sockets = False      # the receiver's own per-second counts
 
     @property
     def executables(self) -> tuple[str, ...]:
@@ -189,13 +191,13 @@ class Udt:
         from .tool import ServerSpec, listening
         self._check(spec)
         # UDT is UDP underneath: the receiver's port shows as an unconnected UDP socket
-        return ServerSpec(receiver_argv(spec.port, options=spec.options, window_bytes=spec.window_bytes),
+        return ServerSpec(receiver_argv(spec.port, options=spec.options),
                           listening(spec.port, "udp"))
 
     def client(self, spec) -> list[str]:
         self._check(spec)
         return sender_argv(spec.receiver, spec.port, duration_s=spec.duration_s, bytes_=spec.bytes,
-                           rate_mbps=spec.rate_mbps, options=spec.options, window_bytes=spec.window_bytes)
+                           rate_mbps=spec.rate_mbps, options=spec.options)
 
     def parse(self, client_text: str, server_text: str, spec) -> Result:
-        return parse(client_text, server_text)
+        return parse(client_text, server_text, spec)

@@ -89,12 +89,24 @@ class NetnsLab:
         self.local = LocalExecutor("controller", procs)
         self._executors = {h.name: NetnsExecutor(h.name, h.netns, procs) for h in topo.hosts}
         self.delaylines = []
+        self._facts: dict[int, dict] = {}
 
     def executor(self, host: str) -> NetnsExecutor:
         return self._executors[host]
 
     def address(self, host: str) -> str:
         return self.topo.address(host)
+
+    def pair_facts(self, pair: int) -> dict:
+        """What layer-2 tools (DPDK, TRex) need to address pair `pair` without ARP: the sender's
+        interface, its next hop's MAC, both addresses and the receiver's interface."""
+        if pair not in self._facts:
+            sender, receiver = self.topo.access_link(f"S{pair}"), self.topo.access_link(f"D{pair}")
+            router = self.executor(sender.b.host)
+            mac = router.run(["cat", f"/sys/class/net/{sender.b.ifname}/address"]).stdout.strip()
+            self._facts[pair] = {"iface": sender.a.ifname, "dst_mac": mac, "src_ip": self.address(f"S{pair}"),
+                                 "dst_ip": self.address(f"D{pair}"), "rx_iface": receiver.a.ifname}
+        return self._facts[pair]
 
     def build(self) -> None:
         for host in self.topo.hosts:

@@ -68,6 +68,13 @@ class Dumbbell:
                     return port.address.split("/")[0]
         raise KeyError(host)
 
+    def access_link(self, host: str) -> Link:
+        """The link from an end host to its router (host on side a)."""
+        for link in self.links:
+            if link.kind == "access" and link.a.host == host:
+                return link
+        raise KeyError(f"no access link for {host}")
+
     def bottleneck(self) -> Link:
         return next(link for link in self.links if link.kind == "bottleneck")
 

@@ -100,3 +100,24 @@ duration_s = 10
     # in a timer stall of this shared VM
     assert sorted(errors)[len(errors) // 2] <= 0.05 and sum(e > 0.05 for e in errors) <= 1, errors
     assert trial["flows"][0]["lost_percent"] is not None and trial["flows"][0]["lost_percent"] < 1.0
+
+
+@pytest.mark.skipif(not shutil.which("dpdk-testpmd"), reason="dpdk-testpmd is not installed (make setup installs it)")
+def test_dpdk_line_rate_background_fills_the_bottleneck(tmp_path):
+    cell, trial_dir = _run(tmp_path, LAB.format(name="dpdk") + """
+[[flows]]
+name = "line"
+role = "background"
+tool = "dpdk"
+pair = 1
+duration_s = 5
+""")
+    trial = cell["trials"][0]
+    assert trial["status"] == "ok", trial["error"]
+    seconds = _per_second(trial_dir, "line")
+    print("dpdk per second at the receiver:", seconds)
+    assert len(seconds) >= 4, seconds
+    steady = sorted(seconds[1:])
+    # line rate into a 50 Mb/s bottleneck: the receiver sees the bottleneck (IP bytes of the flow)
+    assert 0.85 * 50 <= steady[len(steady) // 2] <= 1.02 * 50, seconds
+    assert trial["flows"][0]["lost_percent"] > 50          # the tbf drops what line rate sends beyond it

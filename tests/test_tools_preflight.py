@@ -54,6 +54,13 @@ def test_unknown_driver_is_refused_at_the_tool_key(tmp_path, monkeypatch):
     assert "p.toml:11" in text and "flows[0].tool" in text and "no driver for tool 'trex'" in text
 
 
+def test_trex_is_refused_in_the_embedded_lab(tmp_path):
+    config = load_config(_config(tmp_path, 'tool = "trex"\nudp_rate_mbps = 10'))
+    with pytest.raises(ConfigError) as err:
+        check_tools(config)
+    assert "p.toml:11" in str(err.value) and "TRex cannot run in the embedded lab" in str(err.value)
+
+
 def test_missing_program_is_refused(tmp_path, monkeypatch):
     config = load_config(_config(tmp_path, 'tool = "iperf3"'))
     monkeypatch.setattr("longhaul.appliance.runner.shutil.which", lambda exe: None)

@@ -3,7 +3,7 @@
 //   longhaul-udtperf recv --port P [--bind ADDR] [options]
 //   longhaul-udtperf send --host H --port P (--seconds S | --bytes N) [--max-mbps R] [options]
 //   options: --mss N --fc PKTS --udt-sndbuf N --udt-rcvbuf N --udp-sndbuf N --udp-rcvbuf N
-//            --interval S --block N --drain-timeout S
+//            --interval S --block N --drain-timeout S --backlog-s S
 //
 // Each side prints {"event":"interval",...} once per interval (application bytes of that interval plus
 // perfmon's local counters and instant values) and one {"event":"summary",...} at the end. perfmon
@@ -12,9 +12,9 @@
 // on either side flushes the summary and exits 0. Bad arguments exit 2, UDT errors exit 1.
 #include <udt/udt.h>
 
-#include <arpa/inet.h>
 #include <netdb.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,7 @@ struct Options {
     std::string mode, host, bind;
     int port = -1, mss = 0, fc = 0;
     long long udt_sndbuf = 0, udt_rcvbuf = 0, udp_sndbuf = 0, udp_rcvbuf = 0, bytes = -1;
-    double seconds = -1, max_mbps = 0, interval = 1.0, drain_timeout = 30.0;
+    double seconds = -1, max_mbps = 0, interval = 1.0, drain_timeout = 30.0, backlog_s = 0.25;
     int block = 1 << 20;
 };
 
@@ -44,7 +45,7 @@ struct Options {
     fprintf(stderr, "longhaul-udtperf: %s\nusage: longhaul-udtperf recv --port P [--bind ADDR] [opts]\n"
                     "       longhaul-udtperf send --host H --port P (--seconds S | --bytes N) [--max-mbps R] [opts]\n"
                     "opts: --mss N --fc PKTS --udt-sndbuf N --udt-rcvbuf N --udp-sndbuf N --udp-rcvbuf N\n"
-                    "      --interval S --block N --drain-timeout S\n", why);
+                    "      --interval S --block N --drain-timeout S --backlog-s S\n", why);
     exit(2);
 }
 
@@ -91,6 +92,7 @@ Options parse_args(int argc, char** argv) {
         else if (k == "--interval") o.interval = to_num(n, v, 0.05, 3600);
         else if (k == "--block") o.block = (int)to_int(n, v, 1, 1 << 28);
         else if (k == "--drain-timeout") o.drain_timeout = to_num(n, v, 0, 86400);
+        else if (k == "--backlog-s" && o.mode == "send") o.backlog_s = to_num(n, v, 0, 3600);
         else usage(("unknown option " + k).c_str());
     }
     if (o.port < 0) usage("--port is required");
@@ -128,30 +130,21 @@ std::string num(double v) {  // JSON has no NaN/inf; perfmon divides by interval
 }
 
 // perfmon fields under their UDT names; `totals` adds the since-connect counters
+#define I_(f) + ",\"" #f "\":" + std::to_string(p.f)
+#define D_(f) + ",\"" #f "\":" + num(p.f)
 std::string perf_fields(const UDT::TRACEINFO& p, bool totals) {
-    std::string s = "\"msTimeStamp\":" + std::to_string(p.msTimeStamp) +
-        ",\"mbpsSendRate\":" + num(p.mbpsSendRate) + ",\"mbpsRecvRate\":" + num(p.mbpsRecvRate) +
-        ",\"pktSent\":" + std::to_string(p.pktSent) + ",\"pktRecv\":" + std::to_string(p.pktRecv) +
-        ",\"pktSndLoss\":" + std::to_string(p.pktSndLoss) + ",\"pktRcvLoss\":" + std::to_string(p.pktRcvLoss) +
-        ",\"pktRetrans\":" + std::to_string(p.pktRetrans) + ",\"pktSentACK\":" + std::to_string(p.pktSentACK) +
-        ",\"pktRecvACK\":" + std::to_string(p.pktRecvACK) + ",\"pktSentNAK\":" + std::to_string(p.pktSentNAK) +
-        ",\"pktRecvNAK\":" + std::to_string(p.pktRecvNAK) + ",\"msRTT\":" + num(p.msRTT) +
-        ",\"pktFlowWindow\":" + std::to_string(p.pktFlowWindow) +
-        ",\"pktCongestionWindow\":" + std::to_string(p.pktCongestionWindow) +
-        ",\"pktFlightSize\":" + std::to_string(p.pktFlightSize) + ",\"usPktSndPeriod\":" + num(p.usPktSndPeriod) +
-        ",\"mbpsBandwidth\":" + num(p.mbpsBandwidth) + ",\"byteAvailSndBuf\":" + std::to_string(p.byteAvailSndBuf) +
-        ",\"byteAvailRcvBuf\":" + std::to_string(p.byteAvailRcvBuf);
+    std::string s = std::string("\"msTimeStamp\":") + std::to_string(p.msTimeStamp)
+        D_(mbpsSendRate) D_(mbpsRecvRate) I_(pktSent) I_(pktRecv) I_(pktSndLoss) I_(pktRcvLoss) I_(pktRetrans)
+        I_(pktSentACK) I_(pktRecvACK) I_(pktSentNAK) I_(pktRecvNAK) D_(msRTT) I_(pktFlowWindow)
+        I_(pktCongestionWindow) I_(pktFlightSize) D_(usPktSndPeriod) D_(mbpsBandwidth) I_(byteAvailSndBuf)
+        I_(byteAvailRcvBuf);
     if (totals)
-        s += ",\"pktSentTotal\":" + std::to_string(p.pktSentTotal) + ",\"pktRecvTotal\":" + std::to_string(p.pktRecvTotal) +
-             ",\"pktSndLossTotal\":" + std::to_string(p.pktSndLossTotal) +
-             ",\"pktRcvLossTotal\":" + std::to_string(p.pktRcvLossTotal) +
-             ",\"pktRetransTotal\":" + std::to_string(p.pktRetransTotal) +
-             ",\"pktSentACKTotal\":" + std::to_string(p.pktSentACKTotal) +
-             ",\"pktRecvACKTotal\":" + std::to_string(p.pktRecvACKTotal) +
-             ",\"pktSentNAKTotal\":" + std::to_string(p.pktSentNAKTotal) +
-             ",\"pktRecvNAKTotal\":" + std::to_string(p.pktRecvNAKTotal);
+        s = s I_(pktSentTotal) I_(pktRecvTotal) I_(pktSndLossTotal) I_(pktRcvLossTotal) I_(pktRetransTotal)
+            I_(pktSentACKTotal) I_(pktRecvACKTotal) I_(pktSentNAKTotal) I_(pktRecvNAKTotal);
     return s;
 }
+#undef I_
+#undef D_
 
 void emit(const std::string& line) {  // one line per write, flushed: the driver may read a killed run
     fputs((line + "\n").c_str(), stdout);
@@ -159,25 +152,21 @@ void emit(const std::string& line) {  // one line per write, flushed: the driver
 }
 
 bool setopt(UDTSOCKET u, UDT::SOCKOPT opt, const void* v, int len, const char* name) {
-    if (UDT::setsockopt(u, 0, opt, v, len) == UDT::ERROR) {
-        fprintf(stderr, "longhaul-udtperf: setsockopt %s: %s\n", name, udt_error().c_str());
-        return false;
-    }
-    return true;
+    bool ok = UDT::setsockopt(u, 0, opt, v, len) != UDT::ERROR;
+    if (!ok) fprintf(stderr, "longhaul-udtperf: setsockopt %s: %s\n", name, udt_error().c_str());
+    return ok;
 }
 
 // Options UDT needs before bind/connect; UDT_FC must precede the buffer sizes (UDT's own rule).
 bool apply_options(UDTSOCKET u, const Options& o) {
-    int v;
     if (o.mss && !setopt(u, UDT_MSS, &o.mss, sizeof(int), "UDT_MSS")) return false;
     if (o.fc && !setopt(u, UDT_FC, &o.fc, sizeof(int), "UDT_FC")) return false;
     struct { UDT::SOCKOPT opt; long long val; const char* name; } bufs[] = {
         {UDT_SNDBUF, o.udt_sndbuf, "UDT_SNDBUF"}, {UDT_RCVBUF, o.udt_rcvbuf, "UDT_RCVBUF"},
         {UDP_SNDBUF, o.udp_sndbuf, "UDP_SNDBUF"}, {UDP_RCVBUF, o.udp_rcvbuf, "UDP_RCVBUF"}};
     for (auto& b : bufs) {
-        if (!b.val) continue;
-        v = b.val > INT32_MAX ? INT32_MAX : (int)b.val;
-        if (!setopt(u, b.opt, &v, sizeof(int), b.name)) return false;
+        int v = b.val > INT32_MAX ? INT32_MAX : (int)b.val;
+        if (b.val && !setopt(u, b.opt, &v, sizeof(int), b.name)) return false;
     }
     if (o.max_mbps > 0) {
         int64_t bw = (int64_t)(o.max_mbps * 1e6 / 8);  // UDT_MAXBW is bytes per second
@@ -245,6 +234,39 @@ struct Meter {
     }
 };
 
+int pending_packets(UDTSOCKET u) {  // UDT_SNDDATA counts packets in the send buffer, not bytes
+    int pending = 0, len = sizeof(int);
+    return UDT::getsockopt(u, 0, UDT_SNDDATA, &pending, &len) == UDT::ERROR ? -1 : pending;
+}
+
+// With --seconds, UDT's send buffer (~10 MB by default: about 1 s at 100 Mb/s) would still be full
+// when the time is up and the transfer would overrun it by that long; so only backlog_s worth of
+// the recent drain rate is kept queued. A burst then ends close to its scheduled end.
+struct Backlog {
+    double backlog_s, t_prev = 0, rate = 0, rate_prev = 0;
+    long long floor_bytes, drained_prev = 0;
+    int payload = 1456;
+    Backlog(UDTSOCKET u, double s, int block) : backlog_s(s), floor_bytes(2LL * block) {
+        int mss = 0, len = sizeof(int);
+        if (UDT::getsockopt(u, 0, UDT_MSS, &mss, &len) != UDT::ERROR && mss > 44) payload = mss - 44;  // IP+UDP+UDT headers
+    }
+    bool full(UDTSOCKET u, long long enqueued) {
+        if (backlog_s <= 0) return false;
+        int pending = pending_packets(u);
+        if (pending < 0) return false;  // let send() report the error
+        long long queued = (long long)pending * payload;
+        double t = now_s();
+        if (t - t_prev >= 0.1) {  // the larger of the last two 100 ms rates: a stalled tick must not shrink it
+            double r = (enqueued - queued - drained_prev) / (t_prev > 0 ? t - t_prev : 1.0);
+            rate = std::max(r, rate_prev);
+            rate_prev = r;
+            t_prev = t;
+            drained_prev = enqueued - queued;
+        }
+        return queued >= std::max(floor_bytes, (long long)(rate * backlog_s));
+    }
+};
+
 int run_recv(const Options& o) {
     addrinfo hints{}, *res = nullptr;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
@@ -277,13 +299,11 @@ int run_recv(const Options& o) {
         }
         usleep(20000);
     }
+    UDT::close(ls);
     if (u == UDT::INVALID_SOCK) {  // SIGTERM before any sender came
-        emit("{\"event\":\"summary\",\"role\":\"recv\",\"reason\":\"signal\",\"seconds\":0,\"bytes\":0,"
-             "\"intervals\":0,\"last\":null}");
-        UDT::close(ls);
+        emit("{\"event\":\"summary\",\"role\":\"recv\",\"reason\":\"signal\",\"seconds\":0,\"bytes\":0,\"intervals\":0,\"last\":null}");
         return 0;
     }
-    UDT::close(ls);
     bool block = true;
     int timeout_ms = 100;  // recv wakes up this often to print intervals and see SIGTERM
     setopt(u, UDT_RCVSYN, &block, sizeof(bool), "UDT_RCVSYN");
@@ -313,8 +333,7 @@ int run_recv(const Options& o) {
 
 int run_send(const Options& o) {
     addrinfo hints{}, *res = nullptr;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_DGRAM;
+    hints.ai_socktype = SOCK_DGRAM;  // AF_UNSPEC: the socket takes the family of the address that answers
     hints.ai_flags = AI_NUMERICSERV;
     std::string port = std::to_string(o.port);
     int gai = getaddrinfo(o.host.c_str(), port.c_str(), &hints, &res);
@@ -346,11 +365,17 @@ int run_send(const Options& o) {
     std::vector<char> buf(o.block);
     for (size_t i = 0; i < buf.size(); ++i) buf[i] = (char)(i * 131 + 7);  // not all zeros, not compressible-looking
     Meter m(u, "send", o.interval);
+    Backlog backlog(u, o.backlog_s, o.block);
     const char* reason = "done";
     std::string error;
     while (true) {
         if (g_stop) { reason = "signal"; break; }
         if (o.seconds > 0 && now_s() - m.t0 >= o.seconds) break;
+        if (o.seconds > 0 && backlog.full(u, m.total)) {
+            usleep(2000);
+            m.tick();
+            continue;
+        }
         long long want = o.block;
         if (o.bytes > 0) {
             if (m.total >= o.bytes) break;
@@ -358,19 +383,15 @@ int run_send(const Options& o) {
         }
         int r = UDT::send(u, buf.data(), (int)want, 0);
         if (r > 0) m.total += r;
-        else if (r == UDT::ERROR && UDT::getlasterror_code() != CUDTException::ETIMEOUT) {
-            reason = "error";
-            error = udt_error();
-            break;
-        }
+        else if (r == UDT::ERROR && UDT::getlasterror_code() != CUDTException::ETIMEOUT) { reason = "error"; error = udt_error(); break; }
         m.tick();
     }
     // Drain: the send buffer keeps data until the receiver acknowledges it, so an empty buffer
     // means everything arrived; only then is the final reading the whole transfer's.
     double drain_end = now_s() + o.drain_timeout;
     while (reason[0] == 'd') {
-        int pending = 0, len = sizeof(int);
-        if (UDT::getsockopt(u, 0, UDT_SNDDATA, &pending, &len) == UDT::ERROR) { reason = "error"; error = udt_error(); break; }
+        int pending = pending_packets(u);
+        if (pending < 0) { reason = "error"; error = udt_error(); break; }
         if (pending == 0) break;
         if (g_stop) { reason = "signal"; break; }
         if (now_s() > drain_end) { reason = "error"; error = "send buffer not drained in time"; break; }
@@ -395,6 +416,9 @@ int main(int argc, char** argv) {
     sa.sa_handler = on_signal;  // no SA_RESTART: the loops poll the flag at least every 100 ms
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGINT, &sa, nullptr);
+    // UDT paces packets by sleeping ~100 us between them (about 8 k packets/s at 100 Mb/s); the default
+    // 50 us timer slack is half of that. Threads inherit the slack, so set it before UDT starts its own.
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     if (UDT::startup() == UDT::ERROR) { fprintf(stderr, "longhaul-udtperf: startup: %s\n", udt_error().c_str()); return 1; }
     int rc = o.mode == "recv" ? run_recv(o) : run_send(o);
     UDT::cleanup();
