@@ -14,11 +14,11 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from . import ops_section, plots, profile_section
+from . import ops_section, plots, profile_section, stiff_udp_section
 from .store_reader import RunStore, TrialSeries, load_store
 
 TEMPLATES = Path(__file__).parent / "templates"
-EXTRA_SECTIONS = (profile_section, ops_section)
+EXTRA_SECTIONS = (profile_section, ops_section, stiff_udp_section)
 # Beyond this many cells (a profile sweep has hundreds) per-cell time-series pages would swamp
 # the report; the sweep's own section summarises them and the notes say what was left out.
 MAX_CELL_SECTIONS = 40
