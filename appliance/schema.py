@@ -189,8 +189,8 @@ class Flow(Strict):
             raise ValueError("udp_rate_mbps is only for UDP flows of iperf3, paced-udp and trex")
         if self.tool != "nfs" and (self.clients != 1 or self.file_bytes is not None):
             raise ValueError("clients and file_bytes are for tool 'nfs'")
-        if self.storage == "disk" and self.tool not in ("gridftp", "nfs"):
-            raise ValueError("storage 'disk' is for tools that move files: gridftp, nfs")
+        if self.storage == "disk" and self.tool != "gridftp":
+            raise ValueError("storage 'disk' is for gridftp (nfs copies from a memory-backed file)")
         if self.tool in ("udt", "paced-udp", "dpdk", "trex", "nfs") and self.streams != 1:
             raise ValueError(f"tool {self.tool!r} runs one stream per flow (use more flows)")
         return self

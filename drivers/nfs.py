@@ -12,6 +12,11 @@ the paper's size), iterations (copies per client; default: until the burst's dur
 enough for the burst's `bytes`), mount_port (default port + MOUNT_PORT_OFFSET), bind (the
 server's listening address; default the receiver's name, resolved on the receiver).
 
+Fidelity: nfs-cp writes 1 MB and waits for the server's reply before the next, so one client moves
+at most ~1 MB per RTT (measured through the delay line: ~101 Mb/s at 50 ms, ~40 Mb/s at 128 ms);
+the paper's kernel client kept more in flight (one client: 410 Mb/s at 128 ms). With many clients
+(Figure 19: 16, ~10-29 Mb/s each) the bottleneck, not this window, sets the rate.
+
 Per-second intervals are an approximation: nfs-cp reports nothing until a copy is done, so each
 copy's bytes are spread evenly over its duration and summed per second. The socket sampler
 (collectors/socket_sampler.py, keyed by the NFS port) gives the real per-second view.
@@ -132,7 +137,10 @@ def spread_intervals(copies: list[dict], clients: int) -> list[Interval]:
 
 
 def iteration_table(copies: list[dict]) -> list[dict]:
-    """Figure 19's view: per iteration, the mean per-client rate (19a) and the clients' sum (19b)."""
+    """Figure 19's view: per iteration, the mean per-client rate (19a) and the clients' sum (19b).
+    Clients drift apart (each starts its next copy when its own ends), so sum_mbps overstates the
+    aggregate when an iteration's copies barely overlap and span_mbps (bytes over the iteration's
+    whole span) understates it; the intervals give the aggregate over time."""
     rows = []
     for it in sorted({c["iteration"] for c in copies}):
         these = [c for c in copies if c["iteration"] == it and c.get("complete")]
@@ -186,9 +194,12 @@ class Nfs:
     """drivers.tool.Tool for NFS: one ganesha per burst (its files live in the burst's workdir)."""
 
     name = "nfs"
-    executables = ("ganesha.nfsd", "nfs-cp")   # ganesha on receivers, nfs-cp on senders
+    executables = ("ganesha.nfsd", "nfs-cp", "nfs-ls")   # ganesha on receivers, libnfs-utils on senders
     shared_servers = False
     sets_cca = False    # nfs-cp has no CCA option: the trial's ccashim sets it on every TCP socket
+    rate_from_sockets = True    # per copy figures spread over time are approximate; tcp_info is not
+    needs_link_facts = False
+    hardware_only = None
 
     def server(self, spec):
         from .tool import ServerSpec

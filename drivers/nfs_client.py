@@ -103,11 +103,12 @@ class Runner:
                       "start": start, "end": end, "seconds": round(end - start, 6),
                       "returncode": proc.returncode, "complete": complete}
             # nfs-cp prints its count as a C int; it wraps above 2 GiB, so compare modulo 2**32
-            if complete and (copied is None or int(copied.group(1)) % 2**32 != a.file_bytes % 2**32):
+            short = complete and (copied is None or int(copied.group(1)) % 2**32 != a.file_bytes % 2**32)
+            if short:
                 record.update(complete=False, bytes=None)
-            if not complete:
+            if not record["complete"]:
                 record["stderr"] = (err or out).strip()[-300:]
-                if proc.returncode != 0 and not self.stop.is_set():
+                if short or not self.stop.is_set():    # not merely stopped at the deadline
                     record["failed"] = True
             self.copies.append(record)
             self.emit({"copy": record})
@@ -164,7 +165,7 @@ class Runner:
         a = self.args
         url = copy_url(a.server, a.port, a.mount_port, "", a.export, a.version).replace("/?", "?")
         try:
-            res = subprocess.run([NFS_LS, url], capture_output=True, text=True, timeout=3)
+            res = subprocess.run([NFS_LS, url], capture_output=True, text=True, timeout=3, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return
         sizes = parse_ls(res.stdout)

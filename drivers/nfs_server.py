@@ -17,10 +17,12 @@ mount namespace with an empty /run and answers on that socket with a tiny in-pro
 Without the privilege for that it falls back to the stub on [::1]:111. The clients never ask the
 portmapper: their URLs carry nfsport= and mountport=.
 
-Bind address: ganesha 4.3 resolves Bind_addr with AI_ADDRCONFIG semantics; while the namespace
-has no usable IPv6 address besides ::1 (a fresh veth's link-local is tentative for ~1-2 s; or
-IPv6 off), an IPv4 Bind_addr ends up as the wildcard (":::<port>"), measured 3 of 5 fresh starts.
-A namespace only has its own addresses, so this changes nothing the lab measures.
+Bind address: ganesha 4.3 sometimes listens on the wildcard instead of an IPv4 Bind_addr. Its
+debug log then shows "Binding to address 10.235.1.2:0" followed by a bind to ":::<port>", else the
+v4-mapped "::ffff:10.235.1.2". Measured: 3 of 5 starts right after the namespace was made, every
+start with IPv6 off; never once the namespace had an IPv6 address besides ::1 (a fresh veth's
+link-local is tentative for ~1-2 s). A "::ffff:a.b.c.d" Bind_addr is worse: ganesha cannot
+resolve it then and exits. A namespace only has its own addresses, so nothing measured changes.
 """
 
 from __future__ import annotations
@@ -327,11 +329,13 @@ def resolve_bind(name: str) -> str:
         return "0.0.0.0"
 
 
-def _die_with_parent() -> None:
-    """In the ganesha child: SIGTERM it if this launcher dies, even by SIGKILL, so no server
-    outlives the process the trial started and stops."""
+def _death_signal():
+    """preexec_fn for ganesha: SIGTERM it if this launcher dies, even by SIGKILL, so no server
+    outlives the process the trial started and stops. libc is loaded here, before the fork: the
+    child of a threaded parent should only make the call."""
     import ctypes
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)   # PR_SET_PDEATHSIG
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return lambda: prctl(1, int(signal.SIGTERM), 0, 0, 0)       # PR_SET_PDEATHSIG
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -369,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         stub = PortmapStub(tcp=True)
     if stub is not None and not stub.socks:
         print("nfs_server: the portmapper stub could not listen", file=sys.stderr)
-    proc = subprocess.Popen(ganesha_argv(args.workdir, args.port), preexec_fn=_die_with_parent)
+    proc = subprocess.Popen(ganesha_argv(args.workdir, args.port), preexec_fn=_death_signal())  # noqa: PLW1509 (child only calls prctl)
     janitor = Janitor(p["export"]) if args.janitor else None
 
     def forward(signum, _frame):

@@ -21,4 +21,7 @@ def tool_for(name: str) -> Tool:
     if name == "trex":
         from .trex_stl import TrexStl
         return TrexStl()
+    if name == "nfs":
+        from .nfs import Nfs
+        return Nfs()
     raise ValueError(f"no driver for tool {name!r} in this build")

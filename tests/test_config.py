@@ -125,7 +125,7 @@ BAD_PROFILES = [
     ("udt-tcp", edit(FG, 'pair = 1\ntool = "udt"\nprotocol = "tcp"\n'), "[[flows]]", "flows[0]",
      "tool 'udt' carries udp, not tcp"),
     ("disk-iperf3", edit(FG, 'pair = 1\nstorage = "disk"\n'), "[[flows]]", "flows[0]",
-     "storage 'disk' is for tools that move files"),
+     "storage 'disk' is for gridftp"),
     ("nfs-streams", edit(FG, 'pair = 1\ntool = "nfs"\nstreams = 4\n'), "[[flows]]", "flows[0]",
      "runs one stream per flow"),
     ("duration-and-bytes", edit(FG, "pair = 1\nbytes = 1000\n"), "[[flows]]", "flows[0]",

@@ -121,3 +121,29 @@ duration_s = 5
     # line rate into a 50 Mb/s bottleneck: the receiver sees the bottleneck (IP bytes of the flow)
     assert 0.85 * 50 <= steady[len(steady) // 2] <= 1.02 * 50, seconds
     assert trial["flows"][0]["lost_percent"] > 50          # the tbf drops what line rate sends beyond it
+
+
+@pytest.mark.skipif(not (shutil.which("ganesha.nfsd") and shutil.which("nfs-cp")),
+                    reason="nfs-ganesha / libnfs-utils not installed (make setup installs them)")
+def test_nfs_clients_copy_in_iterations_with_per_second_throughput(tmp_path):
+    cell, trial_dir = _run(tmp_path, LAB.format(name="nfs") + """
+[[flows]]
+name = "nfs"
+role = "foreground"
+tool = "nfs"
+pair = 1
+cca = "cubic"
+clients = 4
+file_bytes = 10000000
+duration_s = 8
+""")
+    trial = cell["trials"][0]
+    assert trial["status"] == "ok", trial["error"]
+    flow = trial["flows"][0]
+    assert flow["observed_cca"] == ["cubic"], flow
+    seconds = _per_second(trial_dir, "nfs")
+    print("nfs per second:", seconds, "mean", flow["mean_mbps"])
+    assert len(seconds) >= 6, seconds
+    steady = sorted(seconds[1:-1])
+    # 4 clients, 1 MB writes each per round trip of 20 ms: the 50 Mb/s bottleneck, not the window, limits
+    assert 0.6 * 50 <= steady[len(steady) // 2] <= 1.02 * 50, seconds
