@@ -28,11 +28,13 @@ $(STAMP): pyproject.toml $(DEBSTAMP)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $@
 
-helpers: $(BIN)/longhaul-delayline $(BIN)/longhaul-pacedudp build/lib/liblonghaul_dtw.so build/lib/liblonghaul_ccashim.so
+helpers: $(BIN)/longhaul-delayline $(BIN)/longhaul-pacedudp $(BIN)/longhaul-udtperf build/lib/liblonghaul_dtw.so build/lib/liblonghaul_ccashim.so
 $(BIN)/longhaul-delayline: hardware/delayline/delayline.c hardware/delayline/Makefile $(DEBSTAMP)
 	$(MAKE) -C hardware/delayline OUT=$(abspath $(BIN))
 $(BIN)/longhaul-pacedudp: $(wildcard drivers/pacedudp/*.c drivers/pacedudp/*.h) drivers/pacedudp/Makefile $(DEBSTAMP)
 	$(MAKE) -C drivers/pacedudp OUT=$(abspath $(BIN))
+$(BIN)/longhaul-udtperf: drivers/udt/udtperf.cpp drivers/udt/Makefile $(DEBSTAMP)
+	$(MAKE) -C drivers/udt OUT=$(abspath $(BIN))
 build/lib/liblonghaul_dtw.so: collectors/dtw/dtw.c collectors/dtw/Makefile $(DEBSTAMP)
 	$(MAKE) -C collectors/dtw OUT=$(abspath build/lib)
 build/lib/liblonghaul_ccashim.so: drivers/ccashim/ccashim.c drivers/ccashim/Makefile $(DEBSTAMP)

@@ -24,4 +24,7 @@ def tool_for(name: str) -> Tool:
     if name == "nfs":
         from .nfs import Nfs
         return Nfs()
+    if name == "udt":
+        from .udt import Udt
+        return Udt()
     raise ValueError(f"no driver for tool {name!r} in this build")

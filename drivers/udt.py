@@ -156,6 +156,9 @@ def parse(client_text: str, server_text: str, spec=None) -> Result:
             "bandwidth_estimate_mbps": send_last.get("mbpsBandwidth"),
             "sender_loss_reports": send_last.get("pktSndLossTotal"),
             "receiver_end": recv_sum.get("reason") if recv_sum else None,
+            # seconds between the last byte and the receiver's end: ~0 after a clean close, tens of
+            # seconds when the sender vanished (UDT notices that only by timeout)
+            "receiver_idle_s": recv_sum.get("idle_s") if recv_sum else None,
             "sender_last": send_last or None,
             "receiver_last": recv_last or None,
         },
@@ -170,6 +173,8 @@ class Udt:
     shared_servers = False
     sets_cca = True                # no TCP socket: the trial's CCA shim has nothing to set
     rate_from_sockets = False      # the receiver's own per-second counts
+    needs_link_facts = False
+    hardware_only = None
 
     @property
     def executables(self) -> tuple[str, ...]:

@@ -30,7 +30,9 @@ queue = "1bdp"
 
 
 def _run(tmp: Path, profile: str) -> tuple[dict, Path]:
-    config = write_lab_config(tmp, profile)
+    # these tests are about the tools; the lab's own fidelity (and its verification) is
+    # test_lab_run's, and each verification probe here would only add a minute of saturation
+    config = write_lab_config(tmp, profile, verify="enabled = false")
     res = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", "run", "--config", str(config)],
                          cwd=tmp, capture_output=True, text=True, timeout=400)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -147,3 +149,39 @@ duration_s = 8
     steady = sorted(seconds[1:-1])
     # 4 clients, 1 MB writes each per round trip of 20 ms: the 50 Mb/s bottleneck, not the window, limits
     assert 0.6 * 50 <= steady[len(steady) // 2] <= 1.02 * 50, seconds
+
+
+def test_udt_memory_to_memory_beside_a_cubic_flow(tmp_path):
+    from longhaul.drivers.udt import helper_path
+    if not helper_path().exists():
+        pytest.skip("longhaul-udtperf not built (make setup builds it)")
+    # UDT starts by blasting (1 us packet period) and needs room at the bottleneck, as in seed 000's
+    # 6 MB router queues; a 1-BDP queue at 20 ms (125 kB) makes it collapse into retransmissions
+    cell, trial_dir = _run(tmp_path, LAB.format(name="udt").replace('queue = "1bdp"', 'queue = "1MB"') + """
+[[flows]]
+name = "udt"
+role = "foreground"
+tool = "udt"
+pair = 1
+duration_s = 8
+
+[[flows]]
+name = "tcp"
+role = "background"
+pair = 2
+cca = "cubic"
+start_s = 4
+duration_s = 4
+""")
+    trial = cell["trials"][0]
+    assert trial["status"] == "ok", trial["error"]
+    udt, tcp = trial["flows"]
+    seconds = _per_second(trial_dir, "udt")
+    print("udt per second:", seconds, "tcp per second:", _per_second(trial_dir, "tcp"))
+    assert len(seconds) >= 7, seconds
+    # UDT's rate control paces by packet-pair capacity estimates, which the userspace delay line's
+    # batched releases distort on this VM: its per-second rate swings (10-67 Mb/s seen), so what is
+    # asserted is that it moves bulk data at a fair part of the link, not a steady rate
+    assert udt["mean_mbps"] >= 0.3 * 50, (udt, seconds)
+    assert udt["protocol"] == "udp" and udt["observed_cca"] is None
+    assert udt["bytes"] > 0 and tcp["bytes"] > 0 and trial["jain"] is not None

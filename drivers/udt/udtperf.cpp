@@ -10,6 +10,8 @@
 // fails once the peer has closed, so a reading is also taken every 100 ms without clearing, and the
 // summary carries the last one that succeeded. The receiver serves one connection and exits; SIGTERM
 // on either side flushes the summary and exits 0. Bad arguments exit 2, UDT errors exit 1.
+// The sender ends only once UDT's send buffer is empty (everything acknowledged); with --seconds it
+// keeps at most --backlog-s of data queued so that this drain stays short.
 #include <udt/udt.h>
 
 #include <netdb.h>
@@ -314,10 +316,11 @@ int run_recv(const Options& o) {
     Meter m(u, "recv", o.interval);
     const char* reason = "closed";
     std::string error;
+    double last_data = m.t0;  // a vanished sender is noticed only after UDT's ~45 s of silence
     while (true) {
         if (g_stop) { reason = "signal"; break; }
         int r = UDT::recv(u, buf.data(), (int)buf.size(), 0);
-        if (r > 0) m.total += r;
+        if (r > 0) m.total += r, last_data = now_s();
         else if (r == UDT::ERROR && UDT::getlasterror_code() != CUDTException::ETIMEOUT) {
             // ECONNLOST: the sender closed (or vanished) and everything it sent has been read
             if (UDT::getlasterror_code() != CUDTException::ECONNLOST) { reason = "error"; error = udt_error(); }
@@ -326,7 +329,7 @@ int run_recv(const Options& o) {
         m.tick();
     }
     m.tick(true);
-    m.summary(reason, error, ",\"peer\":" + json_str(peer_s));
+    m.summary(reason, error, ",\"peer\":" + json_str(peer_s) + ",\"idle_s\":" + num(now_s() - last_data));
     UDT::close(u);
     return reason[0] == 'e' ? 1 : 0;
 }
