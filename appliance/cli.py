@@ -119,7 +119,7 @@ def cmd_run(args) -> int:
 
 def cmd_check(args) -> int:
     from .jobs import plan
-    from .runner import check_ccas
+    from .runner import check_ccas, check_tools
     from ..hardware import delayline
     from ..hardware.features import detect
 
@@ -142,12 +142,33 @@ def cmd_check(args) -> int:
     table.add_row("congestion controls", " ".join(features.congestion_controls))
     table.add_row("delay will come from", "netem" if features.netem else "userspace delay line (NFQUEUE)")
     console.print(table)
+    console.print(_tools_table(config))
     problems = features.problems()
     if problems:
         raise PreflightError("preflight failed:\n  - " + "\n  - ".join(problems))
     check_ccas(config, features)
+    check_tools(config)
     console.print("ready")
     return 0
+
+
+def _tools_table(config) -> Table:
+    """Every traffic tool: its programs here, and whether the chosen profiles use it."""
+    import shutil
+    from ..drivers.tools import tool_for
+    from .schema import TOOL_PROTOCOLS
+
+    used = {f.tool for p in config.profiles for spec in p.cells for f in spec.cell.flows}
+    table = Table(title="traffic tools")
+    for column in ("tool", "used", "programs", "ready"):
+        table.add_column(column)
+    for name in TOOL_PROTOCOLS:
+        tool = tool_for(name)
+        programs = [f"{exe} [red](missing)[/red]" if not shutil.which(exe) else exe for exe in tool.executables]
+        ready = ("[yellow]needs " + tool.hardware_only + "[/yellow]" if tool.hardware_only
+                 else _yes(all(shutil.which(exe) for exe in tool.executables)))
+        table.add_row(name, "yes" if name in used else "", " ".join(programs), ready)
+    return table
 
 
 def cmd_report(args) -> int:

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from ..collectors.rtt_probe import idle_rtt
+from ..drivers import ccashim
 from ..drivers.tools import tool_for
 from ..hardware import delayline
 from ..hardware.cleanup import CleanupStack, Interrupted, signals_raise
@@ -66,6 +67,8 @@ def check_tools(config: Config) -> None:
                 if tool.hardware_only:
                     _refuse_flow_key(profile, flow, "tool", flow.tool, f"needs {tool.hardware_only}")
                 missing = [exe for exe in tool.executables if not shutil.which(exe)]
+                if not tool.sets_cca and flow.protocol == "tcp" and not ccashim.library_path().exists():
+                    missing.append(str(ccashim.library_path()))   # how the flow's CCA reaches its sockets
                 if missing:
                     _refuse_flow_key(profile, flow, "tool", flow.tool,
                                      f"needs {', '.join(missing)} installed (make setup installs them)")

@@ -88,6 +88,33 @@ def inflight_timeseries(cell_id: str, trial: int, series: TrialSeries, colors: d
         return _to_svg(fig, f"inf-{cell_id}")
 
 
+def flow_rtt_timeseries(cell_id: str, trial: int, series: TrialSeries, colors: dict[str, str],
+                        idle_ms: float | None) -> str | None:
+    """Smoothed RTT per TCP flow from tcp_info (the largest of its sockets'), seed 004's view."""
+    if not series.srtt:
+        return None
+    with _figure() as (fig, ax):
+        for flow, (t, v) in series.srtt.items():
+            ax.plot(t, v, color=colors.get(flow, "k"), lw=0.9, label=f"{flow}, trial {trial}")
+        if idle_ms is not None:
+            ax.axhline(idle_ms, color="black", ls="--", lw=1.0, label=f"idle RTT\n({idle_ms:.1f} ms)")
+        _decorate(ax, f"sRTT per flow (tcp_info): {cell_id}", "time since trial start (s)", "sRTT (ms)")
+        return _to_svg(fig, f"srtt-{cell_id}")
+
+
+def flow_retrans_timeseries(cell_id: str, trial: int, series: TrialSeries, colors: dict[str, str]) -> str | None:
+    """Retransmitted segments per second per TCP flow (loss as the sender sees it)."""
+    if not series.retrans or not any(v.sum() for _, v in series.retrans.values()):
+        return None
+    with _figure() as (fig, ax):
+        for flow, (t, v) in series.retrans.items():
+            ax.step(t, v, where="post", color=colors.get(flow, "k"), lw=0.9, label=f"{flow}, trial {trial}")
+        _decorate(ax, f"Retransmissions per flow (tcp_info): {cell_id}", "time since trial start (s)",
+                  "segments retransmitted per second")
+        ax.set_ylim(bottom=0)
+        return _to_svg(fig, f"rtx-{cell_id}")
+
+
 def throughput_bars(cells: list[dict], colors: dict[str, str]) -> str | None:
     """Mean throughput per cell and flow, error bars = std over repeats, paper values as markers."""
     groups = [c for c in cells if (c.get("stats") or {}).get("flows")]

@@ -266,6 +266,14 @@ def _cell_section(cell: dict, series: list[tuple[int, TrialSeries]], colors: dic
         svg = plots.inflight_timeseries(cid, first[0], first[1], colors, _bdp_bytes(cell))
         figures.append((svg, f"Bytes in flight per TCP flow from tcp_info at 10 Hz, summed over "
                              f"the flow's sockets, trial {first[0]}; dashed: bottleneck BDP."))
+        svg = plots.flow_rtt_timeseries(cid, first[0], first[1], colors, idle)
+        if svg:
+            figures.append((svg, f"Smoothed RTT per TCP flow (the largest of its sockets'), trial {first[0]}: "
+                                 f"what each flow's own packets saw, beside the probe's view."))
+        svg = plots.flow_retrans_timeseries(cid, first[0], first[1], colors)
+        if svg:
+            figures.append((svg, f"Segments retransmitted per second per TCP flow, trial {first[0]} "
+                                 f"(loss as the senders saw it)."))
     return {"id": cid, "scenario": cell.get("scenario") or DASH, "profile": cell.get("profile") or DASH,
             "params": _params(cell), "labels": cell.get("labels") or {},
             "flows": [_flow_desc(f) for f in cell["flows"]],

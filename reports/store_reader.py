@@ -38,6 +38,8 @@ class TrialSeries:
     throughput: dict[str, Series] = field(default_factory=dict)  # flow -> aggregate (stream "all")
     rtt: Series | None = None
     inflight: dict[str, Series] = field(default_factory=dict)  # flow -> bytes in flight, all sockets
+    srtt: dict[str, Series] = field(default_factory=dict)      # flow -> largest sRTT of its sockets
+    retrans: dict[str, Series] = field(default_factory=dict)   # flow -> retransmissions per second
     problems: list[str] = field(default_factory=list)
 
 
@@ -114,6 +116,8 @@ def load_trial_series(trial_dir: Path) -> TrialSeries:
     rows = _read_csv(trial_dir / "tcpinfo.csv", out.problems)
     if rows is not None:
         out.inflight = _inflight_per_flow(rows)
+        out.srtt = _per_flow_ticks(rows, "srtt_ms", max)
+        out.retrans = _retrans_per_second(rows)
     return out
 
 
@@ -226,14 +230,35 @@ def _group_series(rows: list[dict], column: str) -> dict[str, Series]:
 
 
 def _inflight_per_flow(rows: list[dict]) -> dict[str, Series]:
-    """Bytes in flight per flow, summed over its sockets (a GridFTP flow has 16).
+    """Bytes in flight per flow, summed over its sockets (a GridFTP flow has 16)."""
+    return _per_flow_ticks(rows, "bytes_in_flight", sum)
+
+
+def _retrans_per_second(rows: list[dict]) -> dict[str, Series]:
+    """Retransmitted segments per flow and second (growth of each socket's retrans_total)."""
+    last: dict[tuple, float] = {}
+    bins: dict[str, dict[int, float]] = {}
+    for row in sorted(rows, key=lambda r: _to_float(r.get("t_s"))):
+        t, value = _to_float(row.get("t_s")), _to_float(row.get("retrans_total"))
+        if not (math.isfinite(t) and math.isfinite(value)):
+            continue
+        sock = (row.get("src"), row.get("sport"), row.get("dst"), row.get("dport"))
+        flow = bins.setdefault(row.get("flow") or "?", {})
+        flow[math.floor(t)] = flow.get(math.floor(t), 0.0) + max(0.0, value - last.get(sock, 0.0))
+        last[sock] = value
+    return {f: (np.array(sorted(b), dtype=float) + 1, np.array([b[k] for k in sorted(b)], dtype=float))
+            for f, b in bins.items()}
+
+
+def _per_flow_ticks(rows: list[dict], column: str, combine) -> dict[str, Series]:
+    """One value per flow and 10 Hz tick, `combine` over the flow's sockets.
 
     Sockets are sampled separately, so samples are put on the 10 Hz grid first and each socket
-    contributes its last value in a tick; summing raw rows would double-count jittery samples.
+    contributes its last value in a tick; combining raw rows would double-count jittery samples.
     """
     ticks: dict[str, dict[int, dict[tuple, float]]] = {}
     for row in rows:
-        t, value = _to_float(row.get("t_s")), _to_float(row.get("bytes_in_flight"))
+        t, value = _to_float(row.get("t_s")), _to_float(row.get(column))
         if not (math.isfinite(t) and math.isfinite(value)):
             continue
         sock = (row.get("src"), row.get("sport"), row.get("dst"), row.get("dport"))
@@ -242,5 +267,5 @@ def _inflight_per_flow(rows: list[dict]) -> dict[str, Series]:
     for flow, by_tick in ticks.items():
         keys = sorted(by_tick)
         out[flow] = (np.array(keys, dtype=float) / 10,
-                     np.array([sum(by_tick[k].values()) for k in keys], dtype=float))
+                     np.array([combine(by_tick[k].values()) for k in keys], dtype=float))
     return out
