@@ -110,7 +110,7 @@ def flow_retrans_timeseries(cell_id: str, trial: int, series: TrialSeries, color
         for flow, (t, v) in series.retrans.items():
             ax.step(t, v, where="post", color=colors.get(flow, "k"), lw=0.9, label=f"{flow}, trial {trial}")
         _decorate(ax, f"Retransmissions per flow (tcp_info): {cell_id}", "time since trial start (s)",
-                  "segments retransmitted per second")
+                  "retransmitted (segments/s)")
         ax.set_ylim(bottom=0)
         return _to_svg(fig, f"rtx-{cell_id}")
 

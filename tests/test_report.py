@@ -28,7 +28,7 @@ def _load_fixtures():
 make_store = _load_fixtures().make_store
 SECTIONS = {"header", "verification", "results", "fairness", "plots", "notes"}
 N_CELLS = 3
-N_SVG = 1 + 3 * N_CELLS  # the bar chart, then throughput, RTT and bytes in flight per cell
+N_SVG = 1 + 5 * N_CELLS  # the bar chart, then throughput, RTT, bytes in flight, sRTT and retransmissions per cell
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
 
@@ -112,11 +112,12 @@ def test_every_svg_parses_and_has_title_labels_legend(full_report):
         root = ET.fromstring(svg)
         texts = [t.text or "" for t in root.iter(f"{SVG_NS}text")]
         titles.append(next(t for t in texts if ":" in t or t.startswith("Mean throughput")))
-        assert any("(Mb/s)" in t or "(ms)" in t or "(MB)" in t for t in texts), texts  # y unit
+        assert any(u in t for t in texts for u in ("(Mb/s)", "(ms)", "(MB)", "(segments/s)")), texts  # y unit
         assert any(t.endswith(("(s)", "cell")) for t in texts), texts  # x label
         assert any("legend" in (g.get("id") or "") for g in root.iter(f"{SVG_NS}g")), "no legend"
     for cell in ("table2-000", "table2-001", "table2-002"):
-        for kind in ("Throughput over time", "RTT over time", "Bytes in flight (tcp_info)"):
+        for kind in ("Throughput over time", "RTT over time", "Bytes in flight (tcp_info)",
+                     "sRTT per flow (tcp_info)", "Retransmissions per flow (tcp_info)"):
             assert f"{kind}: {cell}" in titles
     assert any(t.startswith("Mean throughput per cell and flow") for t in titles)
     ids = re.findall(r'\sid="([^"]+)"', "".join(svgs))
