@@ -54,9 +54,28 @@ class RttProbe:
                                              label="fping", stdout=self.raw_path)
 
     def latest(self) -> float | None:
+        if self.mode != "burst":
+            return self._latest_interval_reply()
         for sample in reversed(self.samples):
             if sample.rtt_ms is not None:
                 return sample.rtt_ms
+        return None
+
+    def _latest_interval_reply(self) -> float | None:
+        """For the live display: the newest reply in fping's output so far (its tail only)."""
+        if self.raw_path is None:
+            return None
+        try:
+            with open(self.raw_path, "rb") as fh:
+                fh.seek(0, 2)
+                fh.seek(max(0, fh.tell() - 2048))
+                tail = fh.read().decode(errors="replace")
+        except OSError:
+            return None
+        for line in reversed(tail.splitlines()[1:]):     # the first may be cut
+            reply = fping.parse_interval_line(line)
+            if reply is not None:
+                return reply.rtt_ms
         return None
 
     def _burst_loop(self) -> None:
