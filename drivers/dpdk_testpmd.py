@@ -37,6 +37,7 @@ import re
 import shlex
 import sys
 
+from .jsonlines import json_lines
 from .result import Interval, Result
 
 EXECUTABLE = "dpdk-testpmd"
@@ -177,16 +178,8 @@ def sender_intervals(periods: list[tuple[int, int]]) -> list[Interval]:
 
 def parse_meter(text: str) -> tuple[list[Interval], dict]:
     """ifrate's JSON lines -> per-second receiver intervals and its summary (the 'end' line)."""
-    import json
     intervals, summary = [], {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for item in json_lines(text):
         if "t" in item:
             intervals.append(Interval(end_s=float(item["t"]), seconds=float(item["seconds"]), bytes=int(item["bytes"]),
                                       streams=[int(item["bytes"])]))

@@ -24,10 +24,10 @@ copy's bytes are spread evenly over its duration and summed per second. The sock
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 
+from .jsonlines import json_lines
 from .nfs_server import READY_LINE, paths
 from .result import Interval, Result
 
@@ -83,14 +83,7 @@ def client_argv(spec) -> list[str]:
 def read_lines(text: str) -> tuple[dict, list[dict], dict | None]:
     """(start, copies, summary) from nfs_client's JSON lines; other lines are ignored."""
     start, copies, summary = {}, [], None
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
+    for obj in json_lines(text):
         if "start" in obj:
             start = obj["start"]
         elif "copy" in obj:

@@ -29,6 +29,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from .jsonlines import json_lines
 from .result import Interval, Result
 
 API_SUBDIR = "automation/trex_control_plane/interactive"
@@ -287,14 +288,7 @@ def inline_argv(trex_path: str, streams: list[StreamDecl], *, duration_s: float 
 def parse_runner(text: str) -> dict:
     """The runner's JSON lines -> {'intervals': [...], 'start', 'end', 'error'}."""
     out = {"intervals": [], "start": None, "end": None, "error": None}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for item in json_lines(text):
         event = item.get("event")
         if event in ("start", "end"):
             out[event] = item

@@ -10,11 +10,11 @@ at the sender.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
 
+from .jsonlines import json_lines
 from .result import Interval, Result
 
 BINARY_NAME = "longhaul-udtperf"
@@ -79,14 +79,7 @@ def sender_argv(host: str, port: int, *, duration_s: float | None = None, bytes_
 def events(text: str) -> list[dict]:
     """The JSON lines of one side's output; anything else (a stray warning) is skipped."""
     out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError:
-            continue   # a line cut short by a kill
+    for item in json_lines(text):
         if isinstance(item, dict) and "event" in item:
             out.append(item)
     return out

@@ -6,10 +6,11 @@ executor's job.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import pathlib
+
+from ..drivers.jsonlines import json_lines
 
 BINARY_NAME = "longhaul-delayline"
 RULE_COMMENT = "longhaul-delayline"
@@ -89,14 +90,7 @@ def iptables_rules(out_iface: str, queue_num: int) -> tuple[list[list[str]], lis
 
 def parse_stats(text: str) -> dict:
     """The counters from the helper's stdout (the last JSON object line wins)."""
-    for line in reversed(text.splitlines()):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for data in reversed(list(json_lines(text))):
         if isinstance(data, dict) and all(k in data for k in STAT_KEYS):
             return data
     raise ValueError("no delay-line stats line in output")
