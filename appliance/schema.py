@@ -143,7 +143,7 @@ class Flow(Strict):
     buffer: Literal["default", "normal", "large"] | int | None = None
     storage: Literal["memory", "disk"] = "memory"
     clients: int = Field(1, ge=1, le=64)             # nfs: concurrent copies
-    file_bytes: int | None = Field(None, gt=0)       # nfs: size of each copied file
+    file_bytes: int | None = Field(None, gt=0)       # nfs, gridftp disk: size of each file moved
 
     _buffer = field_validator("buffer", mode="before")(classmethod(lambda cls, v: check_buffer(v)))
 
@@ -187,10 +187,15 @@ class Flow(Strict):
             raise ValueError(f"a UDP flow of {self.tool} needs udp_rate_mbps")
         if not rated and self.udp_rate_mbps is not None:
             raise ValueError("udp_rate_mbps is only for UDP flows of iperf3, paced-udp and trex")
-        if self.tool != "nfs" and (self.clients != 1 or self.file_bytes is not None):
-            raise ValueError("clients and file_bytes are for tool 'nfs'")
+        if self.tool != "nfs" and self.clients != 1:
+            raise ValueError("clients is for tool 'nfs'")
         if self.storage == "disk" and self.tool != "gridftp":
             raise ValueError("storage 'disk' is for gridftp (nfs copies from a memory-backed file)")
+        if self.file_bytes is not None and self.tool not in ("nfs", "gridftp"):
+            raise ValueError("file_bytes is for tools that move files: nfs, gridftp (with storage 'disk')")
+        file_tool = self.tool == "nfs" or (self.tool == "gridftp" and self.storage == "disk")
+        if file_tool and self.file_bytes is None and self.bytes is None:
+            raise ValueError("a timed file transfer needs file_bytes (the size of each file it moves)")
         if self.tool in ("udt", "paced-udp", "dpdk", "trex", "nfs") and self.streams != 1:
             raise ValueError(f"tool {self.tool!r} runs one stream per flow (use more flows)")
         return self
