@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..drivers.tools import tool_for
+
 NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,31}$"
 BUFFER_NAMES = ("default", "normal", "large")
 # Seed 001 section 2: default ~244 KB (left to the kernel), normal 256 MB, large 1 GB.
@@ -144,6 +146,7 @@ class Flow(Strict):
     storage: Literal["memory", "disk"] = "memory"
     clients: int = Field(1, ge=1, le=64)             # nfs: concurrent copies
     file_bytes: int | None = Field(None, gt=0)       # nfs, gridftp disk: size of each file moved
+    options: dict[str, int | float | str | bool] = {}   # tool-specific settings (docs/tools.md)
 
     _buffer = field_validator("buffer", mode="before")(classmethod(lambda cls, v: check_buffer(v)))
 
@@ -196,6 +199,11 @@ class Flow(Strict):
         file_tool = self.tool == "nfs" or (self.tool == "gridftp" and self.storage == "disk")
         if file_tool and self.file_bytes is None and self.bytes is None:
             raise ValueError("a timed file transfer needs file_bytes (the size of each file it moves)")
+        allowed = tool_for(self.tool).option_keys
+        unknown = sorted(set(self.options) - set(allowed))
+        if unknown:
+            raise ValueError(f"options {unknown} are not settings of {self.tool}; it takes: "
+                             f"{', '.join(allowed) or 'none'}")
         if self.tool in ("udt", "paced-udp", "dpdk", "trex", "nfs") and self.streams != 1:
             raise ValueError(f"tool {self.tool!r} runs one stream per flow (use more flows)")
         return self

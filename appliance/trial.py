@@ -100,7 +100,7 @@ def burst_spec(run: FlowRun, burst: Burst, cell, workdir: Path, facts: dict) -> 
                      rate_mbps=flow.udp_rate_mbps, shape=shape, storage=flow.storage,
                      workdir=PurePosixPath(workdir),
                      options={**facts, "udp_port": run.port_for(burst),
-                              "clients": flow.clients, "file_bytes": flow.file_bytes})
+                              "clients": flow.clients, "file_bytes": flow.file_bytes, **flow.options})
 
 
 def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: float | None,

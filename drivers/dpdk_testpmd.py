@@ -220,6 +220,7 @@ class DpdkTestpmd:
     rate_from_sockets = False   # per-second figures from the receiver's ifrate meter
     needs_link_facts = True     # frames are built at layer 2: next hop MAC, no ARP
     hardware_only = None
+    option_keys = ("pci", "iface", "dst_mac", "src_ip", "dst_ip", "rx_iface", "frame_bytes", "lcores", "cores", "mem_mb", "mbufs", "multi_flow")   # what a flow's [flows.options] may set
 
     def _ready_file(self, spec) -> str:
         return str(spec.workdir / f"lh-ifrate-{spec.port}.ready")

@@ -232,6 +232,7 @@ class GridFTP:
     rate_from_sockets = True       # -vb reports every 5 s; the sender's tcp_info every 0.1 s
     needs_link_facts = False
     hardware_only = None
+    option_keys = ("gridftp_control_port", "gridftp_bind")   # what a flow's [flows.options] may set
 
     def server(self, spec: BurstSpec) -> ServerSpec:
         cleanup = [["rm", "-f", str(receiver_path(spec))]] if spec.storage == "disk" else []

@@ -109,6 +109,7 @@ class Iperf3:
     rate_from_sockets = False       # the server's own intervals
     needs_link_facts = False
     hardware_only = None
+    option_keys = ()   # what a flow's [flows.options] may set
 
     def server(self, spec: BurstSpec) -> ServerSpec:
         return ServerSpec(server_argv(spec.port), listening(spec.port))

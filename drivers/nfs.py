@@ -193,6 +193,7 @@ class Nfs:
     rate_from_sockets = True    # per copy figures spread over time are approximate; tcp_info is not
     needs_link_facts = False
     hardware_only = None
+    option_keys = ("iterations", "mount_port", "bind")   # what a flow's [flows.options] may set
 
     def server(self, spec):
         from .tool import ServerSpec

@@ -61,6 +61,7 @@ class Tool(Protocol):
     rate_from_sockets: bool         # True: per-second figures from the sender's tcp_info (bytes acked)
     needs_link_facts: bool          # True: options carry the lab's iface/MAC/addresses (layer-2 tools)
     hardware_only: str | None       # what the tool needs that the embedded lab cannot give, if anything
+    option_keys: tuple[str, ...]    # the keys a flow's `options` table may set for this tool
 
     def server(self, spec: BurstSpec) -> ServerSpec | None: ...
     def client(self, spec: BurstSpec) -> list[str]: ...

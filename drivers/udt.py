@@ -168,6 +168,7 @@ class Udt:
     rate_from_sockets = False      # the receiver's own per-second counts
     needs_link_facts = False
     hardware_only = None
+    option_keys = tuple(OPTION_FLAGS)   # what a flow's [flows.options] may set
 
     @property
     def executables(self) -> tuple[str, ...]:

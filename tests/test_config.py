@@ -130,6 +130,8 @@ BAD_PROFILES = [
      "runs one stream per flow"),
     ("nfs-no-file-size", edit(FG, 'pair = 1\ntool = "nfs"\n'), "[[flows]]", "flows[0]",
      "a timed file transfer needs file_bytes"),
+    ("udt-unknown-option", edit(FG, 'pair = 1\ntool = "udt"\noptions = { udt_rcvbuf = 20000000, window = 3 }\n'),
+     "[[flows]]", "flows[0]", "options ['window'] are not settings of udt; it takes: mss, fc, udt_sndbuf"),
     ("file-bytes-iperf3", edit(FG, 'pair = 1\nfile_bytes = 1000\n'), "[[flows]]", "flows[0]",
      "file_bytes is for tools that move files"),
     ("duration-and-bytes", edit(FG, "pair = 1\nbytes = 1000\n"), "[[flows]]", "flows[0]",

@@ -67,3 +67,19 @@ def test_missing_program_is_refused(tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as err:
         check_tools(config)
     assert "needs iperf3 installed" in str(err.value)
+
+
+def test_flow_options_reach_the_driver(tmp_path):
+    from longhaul.appliance.patterns import bursts
+    from longhaul.appliance.schema import Cell
+    from longhaul.appliance.trial import FlowRun, burst_spec
+    from longhaul.drivers import udt
+
+    flow = Flow(name="u", role="foreground", tool="udt", duration_s=5, options={"udt_rcvbuf": 20_000_000})
+    cell = Cell(flows=[flow])
+    run = FlowRun(flow, cell.flow_cca(flow), 5201, tool_for("udt"))
+    spec = burst_spec(run, bursts(flow)[0], cell, tmp_path, {})
+    assert spec.options["udt_rcvbuf"] == 20_000_000
+    argv = tool_for("udt").server(spec).argv
+    assert argv[argv.index("--udt-rcvbuf") + 1] == "20000000"
+    assert udt.OPTION_FLAGS["udt_rcvbuf"] == "--udt-rcvbuf"
