@@ -61,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--config", type=Path, default=Path("config.toml"))
     check.add_argument("--profile", action="append", dest="profiles", metavar="NAME")
     check.add_argument("--time-scale", type=float, metavar="X")
+    check.add_argument("--inventory", type=Path, metavar="PATH",
+                       help="check the real lab's hosts over SSH instead (docs/hardware.md); the config's "
+                            "profiles, if it exists, say which tools and congestion controls they need")
     check.set_defaults(func=cmd_check)
 
     report = sub.add_parser("report", help="write the report of a run from its store")
@@ -123,6 +126,11 @@ def cmd_check(args) -> int:
     from ..hardware import delayline
     from ..hardware.features import detect
 
+    if args.inventory is not None:
+        from .check_inventory import check_inventory
+        wanted = args.config.is_file() or args.profiles
+        return check_inventory(args.inventory, load_config(args.config, args.profiles, args.time_scale)
+                               if wanted else None)
     config = load_config(args.config, args.profiles, args.time_scale)
     cells = plan(config)
     features = detect(delayline.helper_path())

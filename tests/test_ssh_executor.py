@@ -1,16 +1,15 @@
 """The SSH executor: argv and quoting (pure), then for real against sshd in a namespace "host".
 
-The lab half builds two namespaces joined by a veth pair: lhssh-<pid>-a runs the ssh client
-(SshExecutor(via=NetnsExecutor)), lhssh-<pid>-b is the "host": sshd in its own pid namespace, so it
-is that host's init (reaps orphans, as init does on a real machine) and a remote `ps` sees only the
-host. Keys, known_hosts and sshd_config live in the test's tmp dir; the run leaves nothing behind.
+The lab half uses tests/ssh_lab.py: lhssh-<pid>-a runs the ssh client (SshExecutor(via=NetnsExecutor)),
+lhssh-<pid>-b is the "host": sshd in its own pid namespace, so it is that host's init and a remote
+`ps` sees only the host. Keys, known_hosts and sshd_config live in the test's tmp dir; the run
+leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import threading
@@ -19,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.hardware.executor import CommandError, NetnsExecutor, ProcessTable, wait_until
+from longhaul.hardware.executor import CommandError, NetnsExecutor, ProcessTable
 from longhaul.hardware.ssh_executor import MARKER, SshExecutor, remote_command, run_parallel
+from ssh_lab import lab_skip_reason, ssh_lab
 
 TRICKY = ["a b", "it's", 'say "hi"', "$HOME", "${PATH}", "a;b", "x && y", "`id`", "$(id)", "*", "",
           "back\\slash", "tab\there", "new\nline", "--", "-n", "%s", "é ü", "!", "~", "'", '"']
@@ -102,141 +102,15 @@ def test_a_refused_connection_fails_start_and_run_with_ssh_s_message(tmp_path):
         executor(tmp_path, ssh=str(tmp_path / "no-such-ssh")).run(["true"])
 
 
-# -- lab: real sshd on a namespace host ----------------------------------------------------------
-
-def lab_skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, sshd)"
-    if not Path("/usr/sbin/sshd").exists():
-        return "sshd is not installed (openssh-server; make setup installs it)"
-    for tool in ("ssh", "ssh-keygen", "ip", "unshare", "ss"):
-        if not shutil.which(tool):
-            return f"{tool} is not installed"
-    return None
-
-
-def sh(*argv, **kw):
-    return subprocess.run([str(a) for a in argv], check=True, capture_output=True, text=True, timeout=30, **kw)
-
-
-class Lab:
-    def __init__(self, tmp: Path, ns_a: str, ns_b: str):
-        self.tmp, self.ns_a, self.ns_b = tmp, ns_a, ns_b
-        self.sshd: subprocess.Popen | None = None
-        self.host_key_line = ""
-
-    def executor(self, known_hosts: Path | None = None, **kw) -> SshExecutor:
-        procs = ProcessTable()
-        return SshExecutor("B", procs, host="10.201.0.2", user="root", key=self.tmp / "user_key",
-                           known_hosts=known_hosts or self.tmp / "known_hosts", port=2222,
-                           ssh_config="/dev/null", via=NetnsExecutor("A", self.ns_a, procs), grace_s=2, **kw)
-
-    def keep(self) -> set[int]:
-        """unshare (the pid we started) and its child, sshd: the host's init."""
-        pid = self.sshd.pid
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        return {pid, *map(int, children)}
-
-    def leftovers(self, ns: str) -> list[str]:
-        out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
-        keep = self.keep() if ns == self.ns_b else set()
-        found = []
-        for pid in map(int, out):
-            try:
-                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-            except (OSError, IndexError):
-                continue
-            if pid not in keep and state != "Z":
-                found.append(f"{pid} {cmd}")
-        return found
-
-    def assert_clean(self, timeout: float = 8.0) -> None:
-        """Nothing but sshd on the host and nothing in the client namespace, within the grace."""
-        try:
-            wait_until(lambda: not self.leftovers(self.ns_b) and not self.leftovers(self.ns_a), timeout,
-                       interval=0.1, what="remote leftovers to go")
-        except TimeoutError:
-            raise AssertionError(f"left behind: b={self.leftovers(self.ns_b)} a={self.leftovers(self.ns_a)}")
-
-    def remote_has(self, text: str) -> bool:
-        return any(text in line for line in self.leftovers(self.ns_b))
-
+# -- lab: real sshd on a namespace host (tests/ssh_lab.py) ----------------------------------------
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     reason = lab_skip_reason()
     if reason:
         pytest.skip(reason)
-    tmp = tmp_path_factory.mktemp("sshlab")
-    ns_a, ns_b = f"lhssh-{os.getpid()}-a", f"lhssh-{os.getpid()}-b"
-    created: list[str] = []
-    made_privsep = False
-    lab = Lab(tmp, ns_a, ns_b)
-    try:
-        for ns in (ns_a, ns_b):
-            sh("ip", "netns", "add", ns)
-            created.append(ns)
-        sh("ip", "link", "add", "va", "netns", ns_a, "type", "veth", "peer", "name", "vb", "netns", ns_b)
-        for ns, dev, addr in ((ns_a, "va", "10.201.0.1/24"), (ns_b, "vb", "10.201.0.2/24")):
-            sh("ip", "-n", ns, "addr", "add", addr, "dev", dev)
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        for name in ("host_key", "user_key"):
-            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", tmp / name)
-        (tmp / "authorized_keys").write_text((tmp / "user_key.pub").read_text())
-        key_type, key_b64 = (tmp / "host_key.pub").read_text().split()[:2]
-        lab.host_key_line = f"[10.201.0.2]:2222 {key_type} {key_b64}\n"
-        (tmp / "known_hosts").write_text(lab.host_key_line)
-        (tmp / "sshd_config").write_text(f"""\
-ListenAddress 10.201.0.2
-Port 2222
-HostKey {tmp}/host_key
-AuthorizedKeysFile {tmp}/authorized_keys
-PidFile {tmp}/sshd.pid
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-PermitRootLogin prohibit-password
-UsePAM no
-StrictModes no
-MaxStartups 30
-""")
-        if not Path("/run/sshd").exists():        # sshd's privilege-separation directory
-            os.mkdir("/run/sshd", 0o755)
-            made_privsep = True
-        log = open(tmp / "sshd.log", "w")
-        lab.sshd = subprocess.Popen(
-            ["ip", "netns", "exec", ns_b, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
-             "/usr/sbin/sshd", "-D", "-e", "-f", str(tmp / "sshd_config")],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
-
-        def listening() -> bool:
-            if lab.sshd.poll() is not None:
-                raise RuntimeError(f"sshd exited: {(tmp / 'sshd.log').read_text()}")
-            out = subprocess.run(["ip", "netns", "exec", ns_b, "ss", "-Hltn"], capture_output=True, text=True).stdout
-            return "10.201.0.2:2222" in out
-
-        wait_until(listening, 15, interval=0.1, what="sshd to listen")
+    with ssh_lab(tmp_path_factory.mktemp("sshlab"), "lhssh", "10.201.0") as lab:
         yield lab
-    finally:
-        if lab.sshd is not None:
-            try:
-                os.killpg(lab.sshd.pid, signal.SIGTERM)     # --kill-child takes the host's pid namespace
-                lab.sshd.wait(timeout=10)
-            except ProcessLookupError:
-                pass
-            except subprocess.TimeoutExpired:
-                os.killpg(lab.sshd.pid, signal.SIGKILL)
-                lab.sshd.wait(timeout=10)
-        for ns in created:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        if made_privsep:
-            try:
-                os.rmdir("/run/sshd")
-            except OSError:
-                pass
 
 
 lab_test = pytest.mark.lab

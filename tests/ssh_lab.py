@@ -1,0 +1,154 @@
+"""A real sshd on a namespace "host", shared by the SSH lab tests (test_ssh_executor, test_readiness).
+
+Two namespaces joined by a veth pair: <prefix>-<pid>-a runs the ssh client (SshExecutor with
+via=NetnsExecutor), <prefix>-<pid>-b is the "host": sshd in its own pid namespace, so it is that
+host's init (reaps orphans, as init does on a real machine) and a remote `ps` sees only the host.
+Keys, known_hosts and sshd_config live in the test's tmp dir; ssh_lab() leaves nothing behind.
+Each test module passes its own prefix and /24 so that modules never collide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from longhaul.hardware.executor import NetnsExecutor, ProcessTable, wait_until
+from longhaul.hardware.ssh_executor import SshExecutor
+
+
+def lab_skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, sshd)"
+    if not Path("/usr/sbin/sshd").exists():
+        return "sshd is not installed (openssh-server; make setup installs it)"
+    for tool in ("ssh", "ssh-keygen", "ip", "unshare", "ss"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed"
+    return None
+
+
+def sh(*argv, **kw):
+    return subprocess.run([str(a) for a in argv], check=True, capture_output=True, text=True, timeout=30, **kw)
+
+
+class Lab:
+    def __init__(self, tmp: Path, ns_a: str, ns_b: str, client_ip: str, host_ip: str, ports: tuple[int, ...]):
+        self.tmp, self.ns_a, self.ns_b = tmp, ns_a, ns_b
+        self.client_ip, self.host_ip, self.ports = client_ip, host_ip, ports
+        self.sshd: subprocess.Popen | None = None
+        self.host_key_line = ""          # known_hosts line of the first port
+
+    def executor(self, known_hosts: Path | None = None, **kw) -> SshExecutor:
+        procs = ProcessTable()
+        return SshExecutor("B", procs, host=self.host_ip, user="root", key=self.tmp / "user_key",
+                           known_hosts=known_hosts or self.tmp / "known_hosts", port=self.ports[0],
+                           ssh_config="/dev/null", via=NetnsExecutor("A", self.ns_a, procs), grace_s=2, **kw)
+
+    def keep(self) -> set[int]:
+        """unshare (the pid we started) and its child, sshd: the host's init."""
+        pid = self.sshd.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return {pid, *map(int, children)}
+
+    def leftovers(self, ns: str) -> list[str]:
+        out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+        keep = self.keep() if ns == self.ns_b else set()
+        found = []
+        for pid in map(int, out):
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            except (OSError, IndexError):
+                continue
+            if pid not in keep and state != "Z":
+                found.append(f"{pid} {cmd}")
+        return found
+
+    def assert_clean(self, timeout: float = 8.0) -> None:
+        """Nothing but sshd on the host and nothing in the client namespace, within the grace."""
+        try:
+            wait_until(lambda: not self.leftovers(self.ns_b) and not self.leftovers(self.ns_a), timeout,
+                       interval=0.1, what="remote leftovers to go")
+        except TimeoutError:
+            raise AssertionError(f"left behind: b={self.leftovers(self.ns_b)} a={self.leftovers(self.ns_a)}")
+
+    def remote_has(self, text: str) -> bool:
+        return any(text in line for line in self.leftovers(self.ns_b))
+
+
+@contextlib.contextmanager
+def ssh_lab(tmp: Path, prefix: str, net: str, ports: tuple[int, ...] = (2222,)):
+    """sshd on <net>.2 (ports), the client namespace on <net>.1; known_hosts holds the first port."""
+    ns_a, ns_b = f"{prefix}-{os.getpid()}-a", f"{prefix}-{os.getpid()}-b"
+    client_ip, host_ip = f"{net}.1", f"{net}.2"
+    created: list[str] = []
+    made_privsep = False
+    lab = Lab(tmp, ns_a, ns_b, client_ip, host_ip, tuple(ports))
+    try:
+        for ns in (ns_a, ns_b):
+            sh("ip", "netns", "add", ns)
+            created.append(ns)
+        sh("ip", "link", "add", "va", "netns", ns_a, "type", "veth", "peer", "name", "vb", "netns", ns_b)
+        for ns, dev, addr in ((ns_a, "va", f"{client_ip}/24"), (ns_b, "vb", f"{host_ip}/24")):
+            sh("ip", "-n", ns, "addr", "add", addr, "dev", dev)
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        for name in ("host_key", "user_key"):
+            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", tmp / name)
+        (tmp / "authorized_keys").write_text((tmp / "user_key.pub").read_text())
+        key_type, key_b64 = (tmp / "host_key.pub").read_text().split()[:2]
+        lab.host_key_line = f"[{host_ip}]:{ports[0]} {key_type} {key_b64}\n"
+        (tmp / "known_hosts").write_text(lab.host_key_line)
+        port_lines = "".join(f"Port {p}\n" for p in ports)
+        (tmp / "sshd_config").write_text(f"""\
+ListenAddress {host_ip}
+{port_lines}HostKey {tmp}/host_key
+AuthorizedKeysFile {tmp}/authorized_keys
+PidFile {tmp}/sshd.pid
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+MaxStartups 30
+""")
+        if not Path("/run/sshd").exists():        # sshd's privilege-separation directory
+            os.mkdir("/run/sshd", 0o755)
+            made_privsep = True
+        log = open(tmp / "sshd.log", "w")
+        lab.sshd = subprocess.Popen(
+            ["ip", "netns", "exec", ns_b, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
+             "/usr/sbin/sshd", "-D", "-e", "-f", str(tmp / "sshd_config")],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+
+        def listening() -> bool:
+            if lab.sshd.poll() is not None:
+                raise RuntimeError(f"sshd exited: {(tmp / 'sshd.log').read_text()}")
+            out = subprocess.run(["ip", "netns", "exec", ns_b, "ss", "-Hltn"], capture_output=True, text=True).stdout
+            return all(f"{host_ip}:{p}" in out for p in ports)
+
+        wait_until(listening, 15, interval=0.1, what="sshd to listen")
+        yield lab
+    finally:
+        if lab.sshd is not None:
+            try:
+                os.killpg(lab.sshd.pid, signal.SIGTERM)     # --kill-child takes the host's pid namespace
+                lab.sshd.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+            except subprocess.TimeoutExpired:
+                os.killpg(lab.sshd.pid, signal.SIGKILL)
+                lab.sshd.wait(timeout=10)
+        for ns in created:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        if made_privsep:
+            try:
+                os.rmdir("/run/sshd")
+            except OSError:
+                pass
