@@ -185,3 +185,29 @@ duration_s = 4
     assert udt["mean_mbps"] >= 0.3 * 50, (udt, seconds)
     assert udt["protocol"] == "udp" and udt["observed_cca"] is None
     assert udt["bytes"] > 0 and tcp["bytes"] > 0 and trial["jain"] is not None
+
+
+def test_paced_udp_square_wave_edges_at_the_receiver(tmp_path):
+    from longhaul.drivers.paced_udp import helper_path
+    if not helper_path().exists():
+        pytest.skip("longhaul-pacedudp not built (make setup builds it)")
+    cell, trial_dir = _run(tmp_path, LAB.format(name="square") + """
+[[flows]]
+name = "sq"
+role = "background"
+tool = "paced-udp"
+udp_rate_mbps = 20
+pattern = "square"
+on_s = 3
+off_s = 3
+duration_s = 15
+""")
+    trial = cell["trials"][0]
+    assert trial["status"] == "ok", trial["error"]
+    with open(trial_dir / "throughput.csv") as fh:
+        per_second = {round(float(r["t_s"])): float(r["mbps"]) for r in csv.DictReader(fh)
+                      if r["flow"] == "sq" and r["stream"] == "all"}
+    print("square per second:", per_second)
+    on = [per_second.get(t) for t in (1, 2, 3, 7, 8, 9, 13, 14, 15)]
+    assert sum(v is not None and abs(v - 20) <= 1.0 for v in on) >= 8, per_second   # 5 %, one stall
+    assert not [t for t, v in per_second.items() if (t - 1) % 6 >= 3 and v > 0.5], per_second
