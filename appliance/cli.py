@@ -132,6 +132,14 @@ def cmd_check(args) -> int:
         return check_inventory(args.inventory, load_config(args.config, args.profiles, args.time_scale)
                                if wanted else None)
     config = load_config(args.config, args.profiles, args.time_scale)
+    if config.data.lab.backend == "ssh":     # the lab is the inventory's machines: check those
+        from .check_inventory import check_inventory
+        from .runner import preflight
+        status = check_inventory(config.inventory_path, config)
+        if status == 0:
+            preflight(config)
+            Console().print("ready")
+        return status
     cells = plan(config)
     features = detect(delayline.helper_path())
     console = Console()

@@ -14,11 +14,15 @@ from .schema import Strict
 from .tomlsource import load
 from .validation import validate
 
-IMPLEMENTED_BACKENDS = ("netns",)
+IMPLEMENTED_BACKENDS = ("netns", "ssh")
 
 
 class LabSection(Strict):
+    """netns: the embedded lab of namespaces on this machine; ssh: real, already-wired hosts
+    reached over SSH, described by an inventory (hardware/hosts_lab.py)."""
+
     backend: str = "netns"
+    inventory: str | None = None          # ssh: a name (hardware/<name>.toml) or a path to a .toml
 
 
 class StoreSection(Strict):
@@ -66,6 +70,7 @@ class Config:
     profiles: list[Profile]
     time_scale: float | None = None       # the command line's override, if any
     profile_dir_override: Path | None = None
+    inventory_path: Path | None = None    # ssh backend: the validated inventory file
 
     @property
     def base_dir(self) -> Path:
@@ -88,10 +93,11 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
         raise ConfigError(None, None, ("--time-scale",), time_scale, "a factor in (0, 10]")
     source = load(path)
     data = validate(source, ConfigFile)
-    if data.lab.backend not in IMPLEMENTED_BACKENDS:  # ssh and qemu: reserved names for what comes
+    if data.lab.backend not in IMPLEMENTED_BACKENDS:  # qemu: a reserved name for what comes
         loc = ("lab", "backend")
         raise ConfigError(path, source.line_of(loc), loc, data.lab.backend,
                           f"not available in this version; implemented: {', '.join(IMPLEMENTED_BACKENDS)}")
+    inventory = _inventory(path, source, data.lab)
     names = profile_names or data.run.profiles
     profile_dir = Path(profile_dir) if profile_dir else (path.parent / data.run.profile_dir).resolve()
     profiles = []
@@ -105,4 +111,29 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
             raise ConfigError(path, source.line_of(loc), loc, name, exc.allowed) from None
         profiles.append(load_profile(profile_path, time_scale))
     return Config(path=path.resolve(), data=data, raw=source.data, profiles=profiles, time_scale=time_scale,
-                  profile_dir_override=Path(profile_dir) if profile_dir else None)
+                  profile_dir_override=Path(profile_dir) if profile_dir else None, inventory_path=inventory)
+
+
+def _inventory(path: Path, source, lab: LabSection) -> Path | None:
+    """The ssh backend's inventory: a name (hardware/<name>.toml beside config.toml) or a path
+    (relative to config.toml), validated now so a bad inventory stops the run before anything starts."""
+    from ..hardware.inventory import inventory_path, load_inventory
+
+    if lab.backend != "ssh":
+        return None
+    if lab.inventory is None:
+        loc = ("lab", "backend")
+        raise ConfigError(path, source.line_of(loc), loc, lab.backend,
+                          "'ssh' needs [lab] inventory = \"<name>\" (hardware/<name>.toml) or a path to one")
+    loc = ("lab", "inventory")
+    if "/" in lab.inventory or lab.inventory.endswith(".toml"):
+        found = (path.parent / lab.inventory).resolve()
+    else:
+        try:
+            found = inventory_path(lab.inventory, path.parent).resolve()
+        except ConfigError as exc:
+            raise ConfigError(path, source.line_of(loc), loc, lab.inventory, exc.allowed) from None
+    if not found.is_file():
+        raise ConfigError(path, source.line_of(loc), loc, lab.inventory, f"an inventory file ({found} does not exist)")
+    load_inventory(found)                 # its own errors name its own file and line
+    return found

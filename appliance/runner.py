@@ -12,10 +12,12 @@ from pathlib import Path
 from ..collectors.rtt_probe import idle_rtt
 from ..drivers import ccashim
 from ..drivers.tools import tool_for
-from ..hardware import delayline
+from ..hardware import delayline, hosts_lab
 from ..hardware.cleanup import CleanupStack, Interrupted, signals_raise
 from ..hardware.executor import ProcessTable
 from ..hardware.features import Features, detect
+from ..hardware.hosts_lab import HostsFeatures, HostsLab, inventory_dumbbell
+from ..hardware.inventory import load_inventory
 from ..hardware.netns_lab import LinkSettings, NetnsLab
 from ..hardware.topology import dumbbell
 from . import leftovers
@@ -32,7 +34,10 @@ log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
 
 
-def preflight(config: Config) -> Features:
+def preflight(config: Config):
+    """Features of this machine (netns), or of the inventory's machines over SSH (ssh)."""
+    if config.data.lab.backend == "ssh":
+        return preflight_hosts(config)
     features = detect(delayline.helper_path())
     problems = features.problems()
     if problems:
@@ -54,9 +59,23 @@ def check_ccas(config: Config, features: Features) -> None:
                                      fallback=("tuning", "cca"))
 
 
-def check_tools(config: Config) -> None:
+def preflight_hosts(config: Config) -> HostsFeatures:
+    """The ssh backend: the drivers exist here; the programs, CCAs and qdiscs are checked on the
+    machines themselves (longhaul check --inventory's checks, hardware/hosts_lab.preflight)."""
+    from .check_inventory import wants_from_config
+
+    check_tools(config, local=False)
+    inventory = load_inventory(config.inventory_path)
+    pairs = max(spec.cell.topology.pairs for p in config.profiles for spec in p.cells)
+    try:
+        return hosts_lab.preflight(inventory, config.inventory_path, pairs, wants_from_config(config))
+    except RuntimeError as exc:
+        raise PreflightError(f"preflight failed: {exc}") from None
+
+
+def check_tools(config: Config, local: bool = True) -> None:
     """Every flow's tool has a driver here and its programs are installed (the embedded lab's
-    namespaces share this machine's filesystem)."""
+    namespaces share this machine's filesystem; real hosts are checked over SSH instead)."""
     for profile in config.profiles:
         for spec in profile.cells:
             for flow in spec.cell.flows:
@@ -66,6 +85,8 @@ def check_tools(config: Config) -> None:
                     _refuse_flow_key(profile, flow, "tool", flow.tool, str(exc))
                 if tool.hardware_only:
                     _refuse_flow_key(profile, flow, "tool", flow.tool, f"needs {tool.hardware_only}")
+                if not local:
+                    continue
                 missing = [exe for exe in tool.executables if not shutil.which(exe)]
                 if not tool.sets_cca and flow.protocol == "tcp" and not ccashim.library_path().exists():
                     missing.append(str(ccashim.library_path()))   # how the flow's CCA reaches its sockets
@@ -97,7 +118,8 @@ class Runner:
         self.procs = ProcessTable()
         self.failed_cells: set[str] = set()
         self.store: RunStore | None = resume
-        self._lab: NetnsLab | None = None
+        self._lab: NetnsLab | HostsLab | None = None
+        self._backend = config.data.lab.backend
         self._lab_key = None
         self._lab_cleanup: CleanupStack | None = None
         self._labs_built = 0
@@ -116,8 +138,9 @@ class Runner:
         logging.getLogger().addHandler(_file_handler(store.dir / "run.log"))
         status = "failed"
         with CleanupStack() as cleanup, signals_raise():
-            leftovers.register(tag, store.dir)
-            cleanup.push("forget run marker", lambda: leftovers.unregister(tag))
+            if self._backend == "netns":    # markers name this machine's namespaces; real hosts have none
+                leftovers.register(tag, store.dir)
+                cleanup.push("forget run marker", lambda: leftovers.unregister(tag))
             cleanup.push("stop processes", self.procs.stop_all)
             cleanup.push("tear down lab", self._teardown_lab)
             try:
@@ -143,7 +166,7 @@ class Runner:
         seed = run_cfg.seed if run_cfg.seed is not None else secrets.randbelow(2**31)
         self.out_root.mkdir(parents=True, exist_ok=True)
         store = self.store = RunStore(self.out_root, new_run_id())
-        store.write_manifest(config=self.config, features=features, backend="netns", repo=REPO,
+        store.write_manifest(config=self.config, features=features, backend=self._backend, repo=REPO,
                              cells=[c.spec for c in cells], order={"mode": run_cfg.order, "seed": seed})
         store.snapshot_sources(self.config)
         for planned in cells:   # every cell listed in plan order from the start, whatever the run order
@@ -182,14 +205,14 @@ class Runner:
             if remaining[spec.id] == 0:
                 store.end_cell(entry, "complete" if spec.id not in self.failed_cells else "failed")
 
-    def _checked(self, lab: NetnsLab, spec: CellSpec, entry: dict, store: RunStore) -> bool:
+    def _checked(self, lab, spec: CellSpec, entry: dict, store: RunStore) -> bool:
         """Full verification before a cell's first trial; after a rebuild of its lab, the idle RTT."""
         settings = self.config.data.verify
         if not settings.enabled or self._verified_in.get(spec.id) == self._labs_built:
             return True
         if entry.get("lab") and entry["lab"].get("ok"):
             pair = spec.cell.probe.pair
-            measured = idle_rtt(lab.executor(f"S{pair}"), f"D{pair}")
+            measured = idle_rtt(lab.executor(f"S{pair}"), lab.address(f"D{pair}"))
             tolerance = entry["lab"]["tolerance"]["rtt_ms"]
             if measured is not None and abs(measured - spec.cell.topology.rtt_ms) <= tolerance:
                 self._verified_in[spec.id] = self._labs_built
@@ -204,19 +227,27 @@ class Runner:
         self._verified_in[spec.id] = self._labs_built
         return True
 
-    def _ensure_lab(self, spec: CellSpec, features, tag: str) -> NetnsLab:
+    def _ensure_lab(self, spec: CellSpec, features, tag: str):
         if self._lab is not None and lab_key(spec) == self._lab_key:
             return self._lab
         self._teardown_lab()
         self._labs_built += 1
         topo_cfg = spec.cell.topology
-        topo = dumbbell(f"{tag}{self._labs_built}", topo_cfg.pairs, topo_cfg.access_rate_mbps,
-                        topo_cfg.bottleneck_rate_mbps, topo_cfg.mtu)
         settings = LinkSettings(topo_cfg.rtt_ms, topo_cfg.queue_bytes, spec.cell.tuning.cca, spec.cell.tuning.buffer)
         workdir = self.store.dir / "lab" / f"lab-{self._labs_built}"
         workdir.mkdir(parents=True, exist_ok=True)
         self._lab_cleanup = CleanupStack()
-        lab = NetnsLab(topo, settings, features, self.procs, self._lab_cleanup, workdir)
+        if self._backend == "ssh":
+            inventory = load_inventory(self.config.inventory_path)
+            topo, names = inventory_dumbbell(inventory, f"{tag}{self._labs_built}", topo_cfg.pairs,
+                                             topo_cfg.bottleneck_rate_mbps, topo_cfg.mtu)
+            lab = HostsLab(inventory, topo, names, settings, features, self.procs, self._lab_cleanup, workdir)
+            # before/applied/after of every host's tuning; "after" is filled in at teardown
+            self.store.manifest.setdefault("host_tuning", []).append(lab.record)
+        else:
+            topo = dumbbell(f"{tag}{self._labs_built}", topo_cfg.pairs, topo_cfg.access_rate_mbps,
+                            topo_cfg.bottleneck_rate_mbps, topo_cfg.mtu)
+            lab = NetnsLab(topo, settings, features, self.procs, self._lab_cleanup, workdir)
         self.progress.message(f"building lab {topo.tag}: {topo_cfg.pairs} pair(s), {topo_cfg.bottleneck_rate_mbps:g} Mb/s, "
                               f"{topo_cfg.rtt_ms:g} ms, queue {topo_cfg.queue_bytes} B, delay by {features.delay}")
         self._lab, self._lab_key = lab, lab_key(spec)
@@ -225,7 +256,9 @@ class Runner:
 
     def _teardown_lab(self) -> None:
         if self._lab_cleanup is not None:
-            self._lab_cleanup.close()
+            failures = self._lab_cleanup.close()
+            if failures and self._backend == "ssh":     # the hosts may not be as found: say so loudly
+                log.error("real hosts: teardown problems: %s", "; ".join(failures))
         self._lab, self._lab_key, self._lab_cleanup = None, None, None
 
 

@@ -40,6 +40,7 @@ PORTS_PER_FLOW = 10
 SHARED_SERVERS = 3
 SERVER_LEAD_S = 2.0
 READY_TIMEOUT_S = 15.0
+PREPARE_TIMEOUT_S = 1800.0    # writing a 20 GB source file on a slow disk
 GRACE_S = 30.0
 BYTES_FLOW_LIMIT_S = 6 * 3600
 
@@ -88,12 +89,14 @@ def setup_lead_s(flow: Flow, rtt_ms: float) -> float:
     return (2 + flow.streams) * rtt_ms / 1000.0
 
 
-def burst_spec(run: FlowRun, burst: Burst, cell, workdir: Path, facts: dict) -> BurstSpec:
-    """facts: the lab's addressing of the flow's pair (NetnsLab.pair_facts), for layer-2 tools."""
+def burst_spec(run: FlowRun, burst: Burst, cell, workdir: Path, facts: dict, receiver: str | None = None) -> BurstSpec:
+    """facts: the lab's addressing of the flow's pair (NetnsLab.pair_facts), for layer-2 tools;
+    receiver: the receiver's test-interface address (lab.address), which resolves on real hosts
+    too, where the lab's names (D1) do not."""
     flow = run.flow
     buffer = cell.flow_buffer(flow)
     shape = Shape("sinusoid", flow.min_mbps, flow.max_mbps, flow.period_s) if flow.pattern == "sinusoid" else None
-    return BurstSpec(receiver=f"D{flow.pair}", port=run.port_for(burst), duration_s=burst.duration_s,
+    return BurstSpec(receiver=receiver or f"D{flow.pair}", port=run.port_for(burst), duration_s=burst.duration_s,
                      bytes=burst.bytes, protocol=flow.protocol, streams=flow.streams,
                      cca=run.cca if flow.protocol == "tcp" else None,
                      window_bytes=buffer_limit(buffer) if isinstance(buffer, int) else None,
@@ -119,12 +122,13 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
             if not run.tool.shared_servers:     # file-moving tools keep their files here
                 work.mkdir(parents=True, exist_ok=True)
             run.launches.append(Launch(b, b.start_s - lead, raw / f"{run.flow.name}-b{b.index}.out",
-                                       burst_spec(run, b, cell, work, facts)))
+                                       burst_spec(run, b, cell, work, facts, lab.address(f"D{run.flow.pair}"))))
+    undo = _prepare(lab, runs)
     shared = [_start_server(lab, run, run.launches[0].spec, port, raw / f"{run.flow.name}-server-{port}.json")
               for run in runs if run.tool.shared_servers for port in run.ports]
     first = min(l.launch_at - (0 if r.tool.shared_servers else SERVER_LEAD_S) for r in runs for l in r.launches)
     offset = max(0.0, -first)
-    probe = RttProbe(lab.executor(f"S{cell.probe.pair}"), f"D{cell.probe.pair}", cell.probe.mode,
+    probe = RttProbe(lab.executor(f"S{cell.probe.pair}"), lab.address(f"D{cell.probe.pair}"), cell.probe.mode,
                      cell.probe.interval_ms, raw / "fping.txt")
     senders = {f"S{r.flow.pair}": lab.executor(f"S{r.flow.pair}") for r in runs if r.flow.protocol == "tcp"}
     sampler = SocketSampler(senders, {port: r.flow.name for r in runs for port in r.ports}, raw)
@@ -148,10 +152,31 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
                         _stop_server(lab, run, launch.server, launch.server_spec)
             for server in shared:
                 server.stop()
+            for executor, argv in undo:
+                executor.run(argv, check=False, timeout=PREPARE_TIMEOUT_S)
     duration = time.monotonic() - t0
     summary = _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started_wall, duration)
     summary["host_cpu_steal_pct"] = steal.percent
     return summary
+
+
+def _prepare(lab, runs: list[FlowRun]) -> list[tuple]:
+    """Run each burst's untimed preparation on its sender (a disk transfer's source file); return
+    the steps that undo it."""
+    undo = []
+    try:
+        for run in runs:
+            executor = lab.executor(f"S{run.flow.pair}")
+            for launch in run.launches:
+                before, after = run.tool.prepare(launch.spec)
+                undo += [(executor, argv) for argv in after]
+                for argv in before:
+                    executor.run(argv, timeout=PREPARE_TIMEOUT_S)
+    except BaseException:
+        for executor, argv in undo:
+            executor.run(argv, check=False, timeout=PREPARE_TIMEOUT_S)
+        raise
+    return undo
 
 
 def _start_server(lab, run: FlowRun, spec: BurstSpec, port: int, out: Path) -> Process:

@@ -61,7 +61,7 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path) -> 
     topo = spec.cell.topology
     pair = spec.cell.probe.pair
     with StealMeter() as steal:
-        measured_rtt = idle_rtt(lab.executor(f"S{pair}"), f"D{pair}")
+        measured_rtt = idle_rtt(lab.executor(f"S{pair}"), lab.address(f"D{pair}"))
         streams = probe_streams(topo.bdp_bytes)
         measured_rate, goodput = measure_rate(lab, topo.rtt_ms, settings.rate_probe_s, out_dir, streams)
     rtt_tol = max(settings.rtt_tolerance_ms, topo.rtt_ms * settings.rtt_tolerance_pct / 100)
@@ -101,7 +101,7 @@ def measure_rate(lab, rtt_ms: float, probe_s: float, out_dir: Path, streams: int
         wait_until(lambda: server.poll() is not None or bool(receiver.run(probe, check=False).stdout.strip()),
                    timeout=10, what="verification iperf3 server")
         ramp = ramp_s(rtt_ms)
-        argv = iperf3.client_argv("D1", PORT, duration_s=round(ramp + probe_s, 1), streams=streams, cca=PROBE_CCA)
+        argv = iperf3.client_argv(lab.address("D1"), PORT, duration_s=round(ramp + probe_s, 1), streams=streams, cca=PROBE_CCA)
         with ShaperMeter(lab.executor(link.a.host), link.a.ifname) as meter:
             res = sender.run(argv, timeout=ramp + probe_s + 30, check=False)
         (out_dir / "verify-rate.json").write_text(res.stdout)

@@ -222,6 +222,9 @@ class DpdkTestpmd:
     hardware_only = None
     option_keys = ("pci", "iface", "dst_mac", "src_ip", "dst_ip", "rx_iface", "frame_bytes", "lcores", "cores", "mem_mb", "mbufs", "multi_flow")   # what a flow's [flows.options] may set
 
+    def prepare(self, spec):
+        return [], []
+
     def _ready_file(self, spec) -> str:
         return str(spec.workdir / f"lh-ifrate-{spec.port}.ready")
 

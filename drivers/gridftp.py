@@ -44,9 +44,11 @@ MARKER_PERIOD_S = 5.0           # the server's performance-marker period (not se
 # Run a command after making sure a directory exists: argv-safe, no quoting of paths into a script.
 _MKDIR_EXEC = 'mkdir -p "$1" && shift && exec "$@"'
 # Disk source: write the file, send it, remove it on any exit (trial stops send SIGTERM to the group).
-_DISK_SEND = ('src=$1; n=$2; shift 2; mkdir -p "$(dirname "$src")"; '
-              'trap \'rm -f "$src"\' EXIT; trap \'exit 143\' TERM INT; '
-              'head -c "$n" /dev/zero > "$src" || exit 1; "$@"')
+# The source file is written before the trial's clock starts (GridFTP.prepare): a burst times the
+# transfer, not the writing of 20 GB. The sender removes it when done, whatever ends it.
+_DISK_WRITE = 'mkdir -p "$(dirname "$1")" && head -c "$2" /dev/zero > "$1"'
+_DISK_SEND = ('src=$1; shift; trap \'rm -f "$src"\' EXIT; trap \'exit 143\' TERM INT; '
+              'test -f "$src" || { echo "source file $src missing" >&2; exit 1; }; "$@"')
 
 
 def control_port(spec: BurstSpec) -> int:
@@ -121,9 +123,17 @@ def client_argv(spec: BurstSpec) -> list[str]:
         if spec.bytes is not None:
             argv += ["-len", str(spec.bytes)]     # partial length of the endless /dev/zero
         return argv + ["file:///dev/zero", _url(host, port, "/dev/null")]
+    _file_bytes(spec)               # refuse a disk burst that does not know its file's size
     src = source_path(spec)
     argv += [f"file://{quote(str(src))}", _url(host, port, receiver_path(spec))]
-    return ["sh", "-c", _DISK_SEND, "sh", str(src), str(_file_bytes(spec)), *argv]
+    return ["sh", "-c", _DISK_SEND, "sh", str(src), *argv]
+
+
+def prepare_argv(spec: BurstSpec) -> tuple[list[list[str]], list[list[str]]]:
+    if spec.storage != "disk":
+        return [], []
+    src = str(source_path(spec))
+    return [["sh", "-c", _DISK_WRITE, "sh", src, str(_file_bytes(spec))]], [["rm", "-f", src]]
 
 
 # --------------------------------------------------------------------------- parsing
@@ -233,6 +243,9 @@ class GridFTP:
     needs_link_facts = False
     hardware_only = None
     option_keys = ("gridftp_control_port", "gridftp_bind")   # what a flow's [flows.options] may set
+
+    def prepare(self, spec: BurstSpec) -> tuple[list[list[str]], list[list[str]]]:
+        return prepare_argv(spec)
 
     def server(self, spec: BurstSpec) -> ServerSpec:
         cleanup = [["rm", "-f", str(receiver_path(spec))]] if spec.storage == "disk" else []

@@ -111,6 +111,9 @@ class Iperf3:
     hardware_only = None
     option_keys = ()   # what a flow's [flows.options] may set
 
+    def prepare(self, spec):
+        return [], []
+
     def server(self, spec: BurstSpec) -> ServerSpec:
         return ServerSpec(server_argv(spec.port), listening(spec.port))
 

@@ -195,6 +195,9 @@ class Nfs:
     hardware_only = None
     option_keys = ("iterations", "mount_port", "bind")   # what a flow's [flows.options] may set
 
+    def prepare(self, spec):
+        return [], []
+
     def server(self, spec):
         from .tool import ServerSpec
         p = paths(spec.workdir, spec.port)

@@ -195,6 +195,9 @@ class PacedUdp:
     hardware_only = None
     option_keys = ("payload_bytes", "catchup", "burst_ms", "max_lag_ms", "tick_us", "idle_timeout_s", "rcvbuf_bytes")   # what a flow's [flows.options] may set
 
+    def prepare(self, spec):
+        return [], []
+
     @property
     def executables(self) -> tuple[str, ...]:
         return (str(helper_path()),)

@@ -341,6 +341,9 @@ class TrexStl:
     hardware_only = "a TRex host with its release tree (options.trex_path); TRex cannot run in the embedded lab"
     option_keys = ("trex_path", "trex_server", "trex_ports", "line_rate_mbps", "python", "frame_bytes", "src_ip", "dst_ip", "rx_iface")   # what a flow's [flows.options] may set
 
+    def prepare(self, spec):
+        return [], []
+
     def server(self, spec):
         from .dpdk_testpmd import DpdkTestpmd
         return DpdkTestpmd().server(spec)

@@ -170,6 +170,9 @@ class Udt:
     hardware_only = None
     option_keys = tuple(OPTION_FLAGS)   # what a flow's [flows.options] may set
 
+    def prepare(self, spec):
+        return [], []
+
     @property
     def executables(self) -> tuple[str, ...]:
         # an absolute path: shutil.which checks it directly, so preflight finds the built binary

@@ -152,3 +152,92 @@ MaxStartups 30
                 os.rmdir("/run/sshd")
             except OSError:
                 pass
+
+
+# -- several "hosts" (tests/test_hosts_lab.py): one sshd per namespace, shared keys --------------
+
+def make_keys(tmp: Path) -> None:
+    """host_key (every host presents it) and user_key (authorized everywhere) in tmp."""
+    for name in ("host_key", "user_key"):
+        if not (tmp / name).exists():
+            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", tmp / name)
+    (tmp / "authorized_keys").write_text((tmp / "user_key.pub").read_text())
+
+
+def known_hosts_line(tmp: Path, address: str, port: int = 22) -> str:
+    key_type, key_b64 = (tmp / "host_key.pub").read_text().split()[:2]
+    where = address if port == 22 else f"[{address}]:{port}"
+    return f"{where} {key_type} {key_b64}\n"
+
+
+def start_sshd(tmp: Path, ns: str, name: str, address: str, port: int = 22) -> subprocess.Popen:
+    """sshd on address:port in namespace ns, as that host's init (own pid namespace), as ssh_lab()
+    starts it; the caller stops it with stop_sshd. /run/sshd must exist (ensure_privsep)."""
+    config = tmp / f"sshd_config-{name}"
+    config.write_text(f"""\
+ListenAddress {address}
+Port {port}
+HostKey {tmp}/host_key
+AuthorizedKeysFile {tmp}/authorized_keys
+PidFile {tmp}/sshd-{name}.pid
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+MaxStartups 30
+""")
+    log = open(tmp / f"sshd-{name}.log", "w")
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", ns, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
+         "/usr/sbin/sshd", "-D", "-e", "-f", str(config)],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+
+    def listening() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"sshd {name} exited: {(tmp / f'sshd-{name}.log').read_text()}")
+        out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Hltn"], capture_output=True, text=True,
+                             check=False).stdout
+        return f"{address}:{port}" in out
+
+    wait_until(listening, 15, interval=0.1, what=f"sshd {name} to listen")
+    return proc
+
+
+def stop_sshd(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)          # --kill-child takes the host's pid namespace
+        proc.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def ensure_privsep() -> bool:
+    """sshd's privilege-separation directory; True when we made it (the caller removes it)."""
+    if Path("/run/sshd").exists():
+        return False
+    os.mkdir("/run/sshd", 0o755)
+    return True
+
+
+def host_leftovers(ns: str, sshd: subprocess.Popen | None) -> list[str]:
+    """Live processes in ns other than unshare and the sshd listener it started (the host's init)."""
+    keep: set[int] = set()
+    if sshd is not None and sshd.poll() is None:
+        keep = {sshd.pid, *map(int, Path(f"/proc/{sshd.pid}/task/{sshd.pid}/children").read_text().split())}
+    found = []
+    listed = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, check=False).stdout
+    for pid in map(int, listed.split()):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except (OSError, IndexError):
+            continue
+        if pid not in keep and state != "Z":
+            found.append(f"{pid} {cmd}")
+    return found

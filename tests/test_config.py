@@ -224,8 +224,12 @@ BAD_CONFIGS = [
      "allowed here: lab, store, run, report, verify"),
     ("unknown-verify-key", CONFIG + "speed = 2\n", "speed", "verify.speed = 2",
      "allowed here: rtt_tolerance_ms, rtt_tolerance_pct, rate_tolerance_pct, rate_probe_s, attempts, retry_pause_s, enabled"),
-    ("backend-ssh", edit('"netns"', '"ssh"', CONFIG), "backend", "lab.backend = 'ssh'",
-     "not available in this version; implemented: netns"),
+    ("backend-ssh-no-inventory", edit('"netns"', '"ssh"', CONFIG), "backend", "lab.backend = 'ssh'",
+     "'ssh' needs [lab] inventory = \"<name>\" (hardware/<name>.toml) or a path to one"),
+    ("inventory-missing", edit('"netns"', '"ssh"\ninventory = "nosuch"', CONFIG), "inventory", "lab.inventory = 'nosuch'",
+     "an inventory file ("),
+    ("inventory-bad-name", edit('"netns"', '"ssh"\ninventory = "no such"', CONFIG), "inventory",
+     "lab.inventory = 'no such'", "a name of letters, digits, - and _"),
     ("profile-missing", edit('["quickstart"]', '["quickstart", "nope"]', CONFIG), "profiles =",
      "run.profiles = 'nope'", f"no such profile in {REPO / 'profiles'}; available: {AVAILABLE}"),
     ("attempts-0", edit("attempts = 2", "attempts = 0", CONFIG), "attempts", "verify.attempts = 0",
@@ -234,7 +238,7 @@ BAD_CONFIGS = [
      "'html' or 'pdf'"),
     ("invalid-toml", edit("[verify]", "[verify", CONFIG), "[verify", "not valid TOML", "Expected ']'"),
     pytest.param("backend-unknown", edit('"netns"', '"foo"', CONFIG), "backend", "lab.backend = 'foo'",
-                 "implemented: netns"),
+                 "implemented: netns, ssh"),
 ]
 
 
@@ -352,3 +356,18 @@ def test_cli_check_bad_profile_exits_2(tmp_path, capsys, monkeypatch):
     config = write(tmp_path, '[run]\nprofiles = ["mine"]\n', "config")
     assert cli.main(["check", "--config", str(config)]) == 2
     assert f"mine.toml:5: topology.pairs = 17" in capsys.readouterr().err
+
+
+def test_ssh_backend_with_an_inventory(tmp_path):
+    """[lab] inventory: a path relative to config.toml (or a name: hardware/<name>.toml); it is
+    validated at load, so its own errors name its own file and line."""
+    (tmp_path / "lab.toml").write_text((REPO / "hardware" / "example-inventory.toml").read_text())
+    path = write(tmp_path, edit('"netns"', '"ssh"\ninventory = "lab.toml"', CONFIG), "config")
+    config = load_config(path)
+    assert config.data.lab.backend == "ssh" and config.inventory_path == tmp_path / "lab.toml"
+    (tmp_path / "hardware").mkdir()
+    (tmp_path / "hardware" / "mylab.toml").write_text("[inventory]\nname = 'x'\n")
+    path = write(tmp_path, edit('"netns"', '"ssh"\ninventory = "mylab"', CONFIG), "config")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.path == tmp_path / "hardware" / "mylab.toml"

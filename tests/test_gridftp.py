@@ -93,15 +93,19 @@ def test_client_memory_duration(duration, arg):
                     "file:///dev/zero", "ftp://D1:15301/dev/null"]
 
 
-def test_client_disk_writes_then_sends_the_file():
-    argv = GridFTP().client(_spec(storage="disk", bytes=40_000_000, workdir=PurePosixPath("/w/a b")))
-    assert argv[:3] == ["sh", "-c", gridftp._DISK_SEND]
-    assert argv[3:6] == ["sh", "/w/a b/gridftp-src-5301.dat", "40000000"]
-    assert argv[6:] == ["globus-url-copy", "-vb", "-fast", "-p", "8",
+def test_disk_file_is_written_before_the_clock_and_sent_by_the_client():
+    spec = _spec(storage="disk", bytes=40_000_000, workdir=PurePosixPath("/w/a b"))
+    before, after = GridFTP().prepare(spec)
+    assert before == [["sh", "-c", gridftp._DISK_WRITE, "sh", "/w/a b/gridftp-src-5301.dat", "40000000"]]
+    assert after == [["rm", "-f", "/w/a b/gridftp-src-5301.dat"]]
+    argv = GridFTP().client(spec)
+    assert argv[:5] == ["sh", "-c", gridftp._DISK_SEND, "sh", "/w/a b/gridftp-src-5301.dat"]
+    assert argv[5:] == ["globus-url-copy", "-vb", "-fast", "-p", "8",
                         "file:///w/a%20b/gridftp-src-5301.dat", "ftp://D1:15301/w/a%20b/gridftp-recv-5301.dat"]
-    # a duration-bounded disk burst sends a file of the flow's file_bytes
-    argv = GridFTP().client(_spec(storage="disk", bytes=None, duration_s=10, options={"file_bytes": 5}))
-    assert argv[5] == "5" and "-t" in argv
+    # a duration-bounded disk burst writes a file of the flow's file_bytes
+    before, _ = GridFTP().prepare(_spec(storage="disk", bytes=None, duration_s=10, options={"file_bytes": 5}))
+    assert before[0][-1] == "5"
+    assert GridFTP().prepare(_spec()) == ([], [])
 
 
 @pytest.mark.parametrize("kw", [{"protocol": "udp"}, {"duration_s": 3.0}, {"bytes": None}, {"storage": "tape"},
@@ -114,11 +118,14 @@ def test_client_rejects(kw):
 def test_disk_send_script_cleans_up(tmp_path):
     """The disk wrapper with a stand-in for globus-url-copy: file exists while it runs, is gone after."""
     src = tmp_path / "d" / "src.dat"
-    res = subprocess.run(["sh", "-c", gridftp._DISK_SEND, "sh", str(src), "1000",
+    subprocess.run(["sh", "-c", gridftp._DISK_WRITE, "sh", str(src), "1000"], check=True, timeout=10)
+    res = subprocess.run(["sh", "-c", gridftp._DISK_SEND, "sh", str(src),
                           "sh", "-c", 'stat -c %s "$0"; exit 3', str(src)],
                          capture_output=True, text=True, timeout=10, check=False)
     assert res.stdout.strip() == "1000" and res.returncode == 3
     assert not src.exists()
+    res = subprocess.run(["sh", "-c", gridftp._DISK_SEND, "sh", str(src), "true"], capture_output=True, text=True)
+    assert res.returncode == 1 and "missing" in res.stderr
 
 
 # --------------------------------------------------------------------------- parse (real outputs)

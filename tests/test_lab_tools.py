@@ -211,3 +211,27 @@ duration_s = 15
     on = [per_second.get(t) for t in (1, 2, 3, 7, 8, 9, 13, 14, 15)]
     assert sum(v is not None and abs(v - 20) <= 1.0 for v in on) >= 8, per_second   # 5 %, one stall
     assert not [t for t, v in per_second.items() if (t - 1) % 6 >= 3 and v > 0.5], per_second
+
+
+@pytest.mark.skipif(not shutil.which("globus-url-copy"), reason="GridFTP is not installed (make setup installs it)")
+def test_gridftp_disk_file_is_written_before_the_clock_and_removed_after(tmp_path):
+    cell, trial_dir = _run(tmp_path, LAB.format(name="gridftp-disk") + """
+[[flows]]
+name = "gf"
+role = "foreground"
+tool = "gridftp"
+storage = "disk"
+file_bytes = 400000000
+pair = 1
+cca = "cubic"
+streams = 2
+duration_s = 5
+""")
+    trial = cell["trials"][0]
+    assert trial["status"] == "ok", trial["error"]
+    events = (trial_dir / "events.csv").read_text().splitlines()[1].split(",")
+    # launched on time although 400 MB were written first (the clock starts after preparation)
+    assert abs(float(events[3]) - float(events[2])) <= 0.5, events
+    assert 0.5 * 50 <= trial["flows"][0]["mean_mbps"] <= 1.02 * 50, trial["flows"][0]
+    leftovers = [p for p in (trial_dir / "raw" / "work").rglob("*.dat")]
+    assert leftovers == [], leftovers

@@ -1,0 +1,338 @@
+"""The ssh lab backend (hardware/hosts_lab.py): the pure topology and plan from the example
+inventory, and a real `longhaul run` against a "real lab" of namespaces wired as a facility would.
+
+The real lab: S1, R1, R2, D1 are namespaces with addresses and routes already set on 10.204.x.0/24
+test networks (veths, no shaping), each running its own sshd in its own pid namespace
+(tests/ssh_lab.py); a controller namespace lhhl-<pid>-c reaches them over a management bridge on
+10.205.0.0/24. longhaul runs inside the controller namespace, so everything it does to the hosts
+goes through SSH, as it would to real machines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from lab_support import lab_skip_reason as netns_skip_reason
+from longhaul.hardware import delayline
+from longhaul.hardware.executor import wait_until
+from longhaul.hardware.hosts_lab import (
+    HostFacts,
+    HostsFeatures,
+    HostsLab,
+    hosts_plan,
+    inventory_dumbbell,
+)
+from longhaul.hardware.inventory import load_inventory
+from longhaul.hardware.netns_lab import LinkSettings
+from ssh_lab import (
+    ensure_privsep,
+    host_leftovers,
+    known_hosts_line,
+    lab_skip_reason,
+    make_keys,
+    sh,
+    start_sshd,
+    stop_sshd,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "hardware" / "example-inventory.toml"
+
+
+# -- pure: topology and plan from the example inventory ------------------------------------------
+
+def test_dumbbell_from_the_example_inventory():
+    inv = load_inventory(EXAMPLE)
+    topo, names = inventory_dumbbell(inv, "t1", 2, 500, 1500)
+    assert names == {"R1": "R1", "R2": "R2", "S1": "S1", "D1": "D1", "S2": "S2", "D2": "D2"}
+    assert [h.name for h in topo.hosts] == ["R1", "R2", "S1", "D1", "S2", "D2"]
+    link = topo.bottleneck()
+    assert (link.a.host, link.a.ifname, link.a.address) == ("R1", "wan", "10.0.0.1/30")
+    assert (link.b.host, link.b.ifname, link.b.address) == ("R2", "wan", "10.0.0.2/30")
+    assert link.rate_mbps == 500
+    s2 = topo.access_link("S2")          # the router's port on the host's own subnet
+    assert (s2.a.ifname, s2.a.address, s2.b.host, s2.b.ifname) == ("enp59s0f0", "10.1.2.2/24", "R1", "s2")
+    assert (topo.access_link("D1").b.host, topo.access_link("D1").b.ifname) == ("R2", "d1")
+    assert topo.address("D1") == "10.2.1.2" and topo.address("S2") == "10.1.2.2"
+    assert topo.routes == ()            # the facility routes; longhaul never does
+    with pytest.raises(ValueError, match="needs 3 pair"):
+        inventory_dumbbell(inv, "t1", 3, 500, 1500)
+
+
+def test_plan_touches_only_sysctls_and_the_bottleneck():
+    inv = load_inventory(EXAMPLE)
+    topo, _ = inventory_dumbbell(inv, "t1", 1, 500, 1500)
+    settings = LinkSettings(rtt_ms=40, queue_bytes=2_500_000, cca="cubic", buffer="normal")
+    allowed = {"S1": ("reno", "cubic"), "D1": ("reno",)}
+    steps = hosts_plan(topo, settings, allowed, {"R1": True, "R2": False})
+    assert {s.argv[0] for s in steps} == {"sysctl", "tc"}          # no ip addr/route/link
+    by_host = {}
+    for step in steps:
+        by_host.setdefault(step.host, []).append(step.argv)
+    assert ["sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=cubic"] in by_host["S1"]
+    assert not any("tcp_congestion_control" in " ".join(a) for a in by_host["D1"])   # not allowed there
+    assert ["sysctl", "-q", "-w", "net.core.rmem_max=268435456"] in by_host["S1"]
+    assert by_host["R1"][0] == ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]
+    r1_tc = [a for a in by_host["R1"] if a[0] == "tc"]
+    assert [a[5:8] for a in r1_tc] == [["root", "handle", "1:"], ["parent", "1:1", "handle"]]
+    assert r1_tc[0][8:11] == ["netem", "delay", "20ms"] and "tbf" in r1_tc[1]    # netem on R1
+    r2_tc = [a for a in by_host["R2"] if a[0] == "tc"]
+    assert len(r2_tc) == 1 and r2_tc[0][4] == "wan" and "tbf" in r2_tc[0]       # delay line on R2
+    assert all(a[4] == "wan" for a in r1_tc + r2_tc)
+
+
+def test_lab_interface_without_touching_hosts():
+    inv = load_inventory(EXAMPLE)
+    topo, names = inventory_dumbbell(inv, "t1", 1, 500, 1500)
+    features = HostsFeatures("x.toml", {"S1": HostFacts("S1", "sender", ("reno", "cubic")),
+                                        "D1": HostFacts("D1", "receiver", ("reno",)),
+                                        "R1": HostFacts("R1", "router", netem=False),
+                                        "R2": HostFacts("R2", "router", netem=False)})
+    from longhaul.hardware.cleanup import CleanupStack
+    from longhaul.hardware.executor import ProcessTable
+    lab = HostsLab(inv, topo, names, LinkSettings(20, 50_000, "cubic", "default"), features, ProcessTable(),
+                   CleanupStack(), Path("/tmp"))
+    assert lab.address("D1") == "10.2.1.2" and lab.executor("R1").host == "192.0.2.31"
+    assert lab.sysctls["S1"]["net.ipv4.tcp_congestion_control"] == "cubic"
+    assert lab.sysctls["R2"] == {"net.ipv4.ip_forward": "1"}
+    assert features.delay == "delayline" and features.as_dict()["hosts"]["R1"]["netem"] is False
+
+
+def test_a_freebsd_router_is_refused_before_anything_is_contacted():
+    from longhaul.hardware.hosts_lab import _facts
+    inv = load_inventory(EXAMPLE)
+    r1 = inv.host("R1").model_copy(update={"os": "freebsd"})
+    facts, problems = _facts(inv, r1, None)          # returns before any SSH command
+    assert facts.netem is False and problems == [
+        "R1: os = 'freebsd' routers are not supported by the ssh backend yet (Linux routers only)"]
+
+
+# -- real: longhaul run over SSH against namespace "hosts" ------------------------------------------
+
+def _skip() -> str | None:
+    reason = lab_skip_reason() or netns_skip_reason()
+    if reason:
+        return reason
+    if not os.access(delayline.helper_path(), os.X_OK):
+        return f"the delay-line helper is not built ({delayline.helper_path()}; make setup)"
+    return None
+
+
+PROFILE = """
+[profile]
+description = "one CUBIC flow over a real (namespace) lab reached by SSH"
+repeats = 1
+[topology]
+pairs = 1
+bottleneck_rate_mbps = 20
+rtt_ms = 20
+queue = "1bdp"
+[[flows]]
+name = "fg"
+role = "foreground"
+cca = "cubic"
+duration_s = 5
+"""
+# S1 -- R1 ==== R2 -- D1 (test networks) and a management /24 to every host
+HOSTS = {   # lab name: (management address, [(ifname, address, peer host, peer ifname)])
+    "S1": ("10.205.0.11", [("eth0", "10.204.1.2/24")]),
+    "R1": ("10.205.0.31", [("s1", "10.204.1.1/24"), ("wan", "10.204.0.1/30")]),
+    "R2": ("10.205.0.32", [("d1", "10.204.2.1/24"), ("wan", "10.204.0.2/30")]),
+    "D1": ("10.205.0.21", [("eth0", "10.204.2.2/24")]),
+}
+VETHS = [("S1", "eth0", "R1", "s1"), ("R1", "wan", "R2", "wan"), ("R2", "d1", "D1", "eth0")]
+ROUTES = [("S1", "default", "10.204.1.1"), ("D1", "default", "10.204.2.1"),
+          ("R1", "10.204.2.0/24", "10.204.0.2"), ("R2", "10.204.1.0/24", "10.204.0.1")]
+ROLES = {"S1": "sender", "D1": "receiver", "R1": "router", "R2": "router"}
+WATCHED = {"S1": ["net.ipv4.tcp_no_metrics_save", "net.ipv4.tcp_congestion_control"],
+           "D1": ["net.ipv4.tcp_no_metrics_save"], "R1": ["net.ipv4.ip_forward"], "R2": ["net.ipv4.ip_forward"]}
+
+
+def inventory_toml(tmp: Path) -> str:
+    text = f"""[inventory]
+name = "hlab"
+ssh_user = "root"
+ssh_key = "{tmp / 'user_key'}"
+known_hosts = "{tmp / 'known_hosts'}"
+"""
+    for name, (mgmt, ifaces) in HOSTS.items():
+        text += f'\n[[hosts]]\nname = "{name}"\nrole = "{ROLES[name]}"\nmanagement = "{mgmt}"\n'
+        for ifname, address in ifaces:
+            link = 'link = "bottleneck"\n' if ifname == "wan" else ""
+            text += f'[[hosts.interfaces]]\nname = "{ifname}"\naddress = "{address}"\nrate_mbps = 10000\n{link}'
+    return text + '\n[bottleneck]\nr1 = "R1"\nr2 = "R2"\n[[pairs]]\nsender = "S1"\nreceiver = "D1"\n'
+
+
+def in_ns(ns: str, *argv) -> str:
+    return sh("ip", "netns", "exec", ns, *argv).stdout
+
+
+def host_state(ns: dict[str, str]) -> dict:
+    state = {h: in_ns(ns[h], "sysctl", "-n", *keys).split("\n")[:len(keys)] for h, keys in WATCHED.items()}
+    for router in ("R1", "R2"):
+        state[f"{router}:qdisc"] = [(q["kind"], q.get("handle")) for q in
+                                    json.loads(in_ns(ns[router], "tc", "-j", "qdisc", "show", "dev", "wan"))]
+        state[f"{router}:iptables"] = in_ns(ns[router], "iptables", "-w", "-t", "mangle", "-S", "FORWARD")
+    return state
+
+
+class RealLab:
+    def __init__(self, tmp: Path):
+        pid = os.getpid()
+        self.tmp = tmp
+        self.ns = {h: f"lhhl-{pid}-{h.lower()}" for h in HOSTS}
+        self.controller = f"lhhl-{pid}-c"
+        self.created: list[str] = []
+        self.sshds: dict[str, subprocess.Popen] = {}
+        self.made_privsep = False
+
+    def build(self) -> None:
+        ns, controller = self.ns, self.controller
+        for name in (controller, *ns.values()):
+            sh("ip", "netns", "add", name)
+            self.created.append(name)
+        for name in self.created:
+            sh("ip", "-n", name, "link", "set", "lo", "up")
+        # the management network: a bridge in the controller, one veth to each host
+        sh("ip", "-n", controller, "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", controller, "addr", "add", "10.205.0.1/24", "dev", "br0")
+        sh("ip", "-n", controller, "link", "set", "br0", "up")
+        for host, (mgmt, _) in HOSTS.items():
+            sh("ip", "link", "add", f"m{host.lower()}", "netns", controller, "type", "veth",
+               "peer", "name", "mgmt0", "netns", ns[host])
+            sh("ip", "-n", controller, "link", "set", f"m{host.lower()}", "master", "br0", "up")
+            sh("ip", "-n", ns[host], "addr", "add", f"{mgmt}/24", "dev", "mgmt0")
+            sh("ip", "-n", ns[host], "link", "set", "mgmt0", "up")
+        # the test networks, wired and routed by "the facility"
+        for a, a_if, b, b_if in VETHS:
+            sh("ip", "link", "add", a_if, "netns", ns[a], "type", "veth", "peer", "name", b_if, "netns", ns[b])
+        for host, (_, ifaces) in HOSTS.items():
+            for ifname, address in ifaces:
+                sh("ip", "-n", ns[host], "addr", "add", address, "dev", ifname)
+                sh("ip", "-n", ns[host], "link", "set", ifname, "up")
+        for host, dest, via in ROUTES:
+            sh("ip", "-n", ns[host], "route", "add", dest, "via", via)
+        in_ns(ns["R1"], "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")    # R1 forwards already, R2 not:
+        in_ns(ns["R2"], "sysctl", "-q", "-w", "net.ipv4.ip_forward=0")    # both must come back as found
+
+        tmp = self.tmp
+        make_keys(tmp)
+        (tmp / "known_hosts").write_text("".join(known_hosts_line(tmp, m) for m, _ in HOSTS.values()))
+        self.made_privsep = ensure_privsep()
+        for host, (mgmt, _) in HOSTS.items():
+            self.sshds[host] = start_sshd(tmp, ns[host], host, mgmt)
+        self.inventory = tmp / "hlab.toml"
+        self.inventory.write_text(inventory_toml(tmp))
+
+    def config(self, where: Path, profile: str = PROFILE) -> Path:
+        (where / "profiles").mkdir(parents=True)
+        (where / "profiles" / "hl.toml").write_text(profile)
+        config = where / "config.toml"
+        config.write_text(f'[lab]\nbackend = "ssh"\ninventory = "{self.inventory}"\n[store]\ndir = "runs"\n'
+                          '[run]\nprofiles = ["hl"]\n[report]\nformats = ["html"]\n'
+                          '[verify]\nattempts = 6\nretry_pause_s = 8\n')
+        return config
+
+    def argv(self, config: Path) -> list[str]:
+        return ["ip", "netns", "exec", self.controller, sys.executable, "-m", "longhaul.appliance.cli",
+                "run", "--config", str(config)]
+
+    def assert_as_found(self, before: dict) -> None:
+        """sysctls, root qdiscs and delay-line rules as before; no processes of the run anywhere."""
+        assert host_state(self.ns) == before
+        wait_until(lambda: not any(host_leftovers(self.ns[h], self.sshds[h]) for h in HOSTS)
+                   and not host_leftovers(self.controller, None), 10, interval=0.2,
+                   what="the run's processes to end")
+
+    def close(self) -> None:
+        for proc in self.sshds.values():
+            stop_sshd(proc)
+        for name in self.created:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+        if self.made_privsep:
+            try:
+                os.rmdir("/run/sshd")
+            except OSError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def real_lab(tmp_path_factory):
+    reason = _skip()
+    if reason:
+        pytest.skip(reason)
+    lab = RealLab(tmp_path_factory.mktemp("hlab"))
+    try:
+        lab.build()
+        yield lab
+    finally:
+        lab.close()
+
+
+@pytest.mark.lab
+def test_longhaul_run_over_ssh_leaves_the_hosts_as_found(real_lab, tmp_path):
+    config = real_lab.config(tmp_path)
+    before = host_state(real_lab.ns)
+    res = subprocess.run(real_lab.argv(config), cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                         check=False)
+    print(res.stdout[-3000:], res.stderr[-5000:], file=sys.stderr)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run_dir = Path(res.stdout.strip().splitlines()[-1])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "complete"
+    (cell,) = summary["cells"]
+    lab = cell["lab"]
+    assert lab["ok"], lab
+    assert abs(lab["rtt_ms"]["measured"] - 20) <= lab["tolerance"]["rtt_ms"]
+    assert abs(lab["rate_mbps"]["measured"] - 20) <= lab["tolerance"]["rate_mbps"]
+    (trial,) = cell["trials"]
+    assert trial["status"] == "ok", trial
+    (flow,) = trial["flows"]
+    assert flow["cca"] == "cubic" and 14 <= flow["mean_mbps"] <= 21, flow
+    rows = (run_dir / "cells" / cell["id"] / "trial-1" / "throughput.csv").read_text().splitlines()
+    per_second = [float(r.split(",")[3]) for r in rows[1:] if ",fg,all," in r]
+    assert len(per_second) >= 4 and sorted(per_second)[len(per_second) // 2] > 14, per_second
+    assert trial["rtt"]["median_ms"] >= 19
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["backend"] == "ssh" and manifest["features"]["inventory"] == str(real_lab.inventory)
+    (record,) = manifest["host_tuning"]
+    assert record["restored"] is True, record
+    assert record["hosts"]["S1"]["sysctl"]["applied"]["net.ipv4.tcp_no_metrics_save"] == "1"
+    assert record["hosts"]["R2"]["sysctl"]["before"] == {"net.ipv4.ip_forward": "0"}
+    assert record["hosts"]["R2"]["sysctl"]["after"] == {"net.ipv4.ip_forward": "0"}
+    assert record["hosts"]["R1"]["qdisc"]["before"] == {"kind": "noqueue", "handle": "0:"}
+    assert record["delay"] == {"R1": "delayline", "R2": "delayline"}     # no netem in this kernel
+    real_lab.assert_as_found(before)
+
+
+@pytest.mark.lab
+def test_sigint_during_a_trial_leaves_the_hosts_as_found(real_lab, tmp_path):
+    config = real_lab.config(tmp_path, PROFILE.replace("duration_s = 5", "duration_s = 30"))
+    config.write_text(config.read_text().replace("attempts = 6", "enabled = false\nattempts = 6"))
+    before = host_state(real_lab.ns)
+    proc = subprocess.Popen(real_lab.argv(config), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        wait_until(lambda: proc.poll() is not None or any((tmp_path / "runs").glob("*/cells/*/trial-1/raw/fg-b0.out")),
+                   120, interval=0.2, what="the trial to start")
+        time.sleep(3.0)                                   # shaped, delay lines and iperf3 running
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    print(err[-3000:], file=sys.stderr)
+    assert proc.returncode == 1, err[-3000:]
+    (summary_path,) = (tmp_path / "runs").glob("*/summary.json")
+    assert json.loads(summary_path.read_text())["status"] == "interrupted"
+    manifest = json.loads((summary_path.parent / "manifest.json").read_text())
+    assert manifest["host_tuning"][0]["restored"] is True
+    real_lab.assert_as_found(before)
