@@ -31,6 +31,7 @@ from longhaul.drivers.tool import BurstSpec
 from longhaul.hardware.executor import NetnsExecutor, ProcessTable, wait_until
 
 from .lab_support import requires_lab
+from netns_wiring import routed as routed_lab, veth_pair
 
 DATA = Path(__file__).parent / "data" / "dpdk"
 OPTS = {"iface": "a0", "dst_mac": "aa:bb:cc:dd:ee:01", "src_ip": "10.234.1.1", "dst_ip": "10.234.2.1",
@@ -185,24 +186,10 @@ def _run(*cmd, check=True):
 
 def _build(routed: bool) -> str:
     """a -- b directly (same subnet), or a -- r -- b with r forwarding; returns the next hop's MAC."""
-    for ns in (NS_A, NS_R, NS_B) if routed else (NS_A, NS_B):
-        _run("ip", "netns", "add", ns)
-        _run("ip", "-n", ns, "link", "set", "lo", "up")
-    if routed:
-        _run("ip", "-n", NS_A, "link", "add", "a0", "type", "veth", "peer", "name", "r0", "netns", NS_R)
-        _run("ip", "-n", NS_B, "link", "add", "b0", "type", "veth", "peer", "name", "r1", "netns", NS_R)
-        addrs = ((NS_A, "a0", A_IP), (NS_R, "r0", RA_IP), (NS_R, "r1", RB_IP), (NS_B, "b0", B_IP))
-    else:
-        _run("ip", "-n", NS_A, "link", "add", "a0", "type", "veth", "peer", "name", "b0", "netns", NS_B)
-        addrs = ((NS_A, "a0", A_IP), (NS_B, "b0", "10.234.1.2"))
-    for ns, dev, addr in addrs:
-        _run("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
-        _run("ip", "-n", ns, "link", "set", dev, "up")
     if not routed:
+        veth_pair(NS_A, NS_B, A_IP, "10.234.1.2")
         return _run("ip", "netns", "exec", NS_B, "cat", "/sys/class/net/b0/address").stdout.strip()
-    _run("ip", "-n", NS_A, "route", "add", "default", "via", RA_IP)
-    _run("ip", "-n", NS_B, "route", "add", "default", "via", RB_IP)
-    _run("ip", "netns", "exec", NS_R, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+    routed_lab(NS_A, NS_R, NS_B, A_IP, RA_IP, RB_IP, B_IP)
     _run("ip", "netns", "exec", NS_R, "tc", "qdisc", "add", "dev", "r1", "root", "tbf", "rate", f"{TBF_MBPS}mbit",
          "burst", "64kb", "limit", "1mb")
     return _run("ip", "netns", "exec", NS_R, "cat", "/sys/class/net/r0/address").stdout.strip()

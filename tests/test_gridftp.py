@@ -28,6 +28,7 @@ from longhaul.collectors.socket_sampler import parse_probe_line
 from longhaul.drivers import gridftp
 from longhaul.drivers.gridftp import GridFTP, parse
 from longhaul.drivers.tool import BurstSpec, listening
+from netns_wiring import routed
 
 DATA = Path(__file__).parent / "data" / "gridftp"
 
@@ -217,17 +218,7 @@ def _nsx(ns, *cmd):
 
 
 def _build_lab():
-    for ns in (NS_A, NS_R, NS_B):
-        _run("ip", "netns", "add", ns)
-        _run("ip", "-n", ns, "link", "set", "lo", "up")
-    _run("ip", "-n", NS_A, "link", "add", "a0", "type", "veth", "peer", "name", "r0", "netns", NS_R)
-    _run("ip", "-n", NS_B, "link", "add", "b0", "type", "veth", "peer", "name", "r1", "netns", NS_R)
-    for ns, dev, addr in ((NS_A, "a0", A_IP), (NS_R, "r0", R_A_IP), (NS_R, "r1", R_B_IP), (NS_B, "b0", B_IP)):
-        _run("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
-        _run("ip", "-n", ns, "link", "set", dev, "up")
-    _run("ip", "-n", NS_A, "route", "add", "default", "via", R_A_IP)
-    _run("ip", "-n", NS_B, "route", "add", "default", "via", R_B_IP)
-    _run(*_nsx(NS_R, "sysctl", "-qw", "net.ipv4.ip_forward=1"))
+    routed(NS_A, NS_R, NS_B, A_IP, R_A_IP, R_B_IP, B_IP)
     _run(*_nsx(NS_R, "tc", "qdisc", "add", "dev", "r1", "root", "tbf", "rate", f"{RATE_MBPS}mbit",
                "burst", "32kb", "limit", "625000"))
     # as longhaul does: host names in /etc/netns/<ns>/hosts (the server resolves its bind name)
@@ -297,6 +288,9 @@ def _burst(tool: GridFTP, spec: BurstSpec, tmp: Path, tag: str):
                                      stdout=out["probe"], stderr=subprocess.DEVNULL, start_new_session=True)
             procs.append(probe)
             time.sleep(0.3)
+            before, after = tool.prepare(spec)          # as the trial does, before its clock
+            for argv in before:
+                _run(*_nsx(NS_A, *argv), timeout=120)
             t_start = time.monotonic()
             cli = subprocess.Popen(_nsx(NS_A, *tool.client(spec)), stdout=out["client"],
                                    stderr=out["client.err"], start_new_session=True)
@@ -307,6 +301,8 @@ def _burst(tool: GridFTP, spec: BurstSpec, tmp: Path, tag: str):
             _stop(srv)
             for argv in server_spec.cleanup:
                 _run(*_nsx(NS_B, *argv))
+            for argv in after:
+                _run(*_nsx(NS_A, *argv))
         finally:
             for proc in procs:
                 _stop(proc)

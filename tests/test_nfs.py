@@ -26,6 +26,7 @@ import pytest
 from lab_support import requires_lab
 from longhaul.drivers import ccashim, nfs, nfs_client, nfs_server
 from longhaul.drivers.tool import BurstSpec
+from netns_wiring import veth_pair
 
 DATA = Path(__file__).resolve().parent / "data" / "nfs"
 
@@ -294,13 +295,7 @@ def test_lab_ganesha_and_nfs_cp(tmp_path):
     paths = nfs_server.paths(work, PORT)
     server = None
     try:
-        for ns in (NS_A, NS_B):
-            _run("ip", "netns", "add", ns)
-            _run("ip", "-n", ns, "link", "set", "lo", "up")
-        _run("ip", "-n", NS_A, "link", "add", "a0", "type", "veth", "peer", "name", "b0", "netns", NS_B)
-        for ns, dev, addr in ((NS_A, "a0", A_IP), (NS_B, "b0", B_IP)):
-            _run("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
-            _run("ip", "-n", ns, "link", "set", dev, "up")
+        veth_pair(NS_A, NS_B, A_IP, B_IP)
         # the shaped direction a -> b carries the writes; 1 Gbit keeps the copies ~1 s each
         _run(*_nsx(NS_A, "tc", "qdisc", "add", "dev", "a0", "root", "tbf", "rate", "1gbit", "burst", "256kb",
                    "limit", "4mb"))

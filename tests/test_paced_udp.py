@@ -24,6 +24,7 @@ from longhaul.collectors.host_cpu import StealMeter
 from longhaul.drivers import paced_udp
 from longhaul.drivers.tool import BurstSpec, Shape
 from lab_support import requires_lab
+from netns_wiring import veth_pair
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "pacedudp"
@@ -205,13 +206,7 @@ def lab():
     if res.returncode != 0 or not (out / paced_udp.BINARY_NAME).exists():
         pytest.skip(f"longhaul-pacedudp could not be built: {res.stderr[-500:]}")
     try:
-        for ns in (NS_A, NS_B):
-            _run("ip", "netns", "add", ns)
-            _run("ip", "-n", ns, "link", "set", "lo", "up")
-        _run("ip", "-n", NS_A, "link", "add", "pua", "type", "veth", "peer", "name", "pub", "netns", NS_B)
-        for ns, dev, addr in ((NS_A, "pua", A_IP), (NS_B, "pub", B_IP)):
-            _run("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
-            _run("ip", "-n", ns, "link", "set", dev, "up")
+        veth_pair(NS_A, NS_B, A_IP, B_IP, "pua", "pub")
         yield
     finally:
         for ns in (NS_A, NS_B):

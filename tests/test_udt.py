@@ -23,6 +23,7 @@ import pytest
 from lab_support import requires_lab
 from longhaul.drivers import udt
 from longhaul.drivers.tool import BurstSpec, Shape
+from netns_wiring import routed
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "udt"
@@ -208,17 +209,7 @@ def udtperf():
 def lab(udtperf):
     hosts = Path("/etc/netns") / NS_A
     try:
-        for ns in (NS_A, NS_R, NS_B):
-            _run("ip", "netns", "add", ns)
-            _run("ip", "-n", ns, "link", "set", "lo", "up")
-        _run("ip", "-n", NS_A, "link", "add", "a0", "type", "veth", "peer", "name", "r0", "netns", NS_R)
-        _run("ip", "-n", NS_B, "link", "add", "b0", "type", "veth", "peer", "name", "r1", "netns", NS_R)
-        for ns, dev, addr in ((NS_A, "a0", A_IP), (NS_R, "r0", R_A_IP), (NS_R, "r1", R_B_IP), (NS_B, "b0", B_IP)):
-            _run("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
-            _run("ip", "-n", ns, "link", "set", dev, "up")
-        _run("ip", "-n", NS_A, "route", "add", "default", "via", R_A_IP)
-        _run("ip", "-n", NS_B, "route", "add", "default", "via", R_B_IP)
-        _run(*_nsx(NS_R, "sysctl", "-qw", "net.ipv4.ip_forward=1"))
+        routed(NS_A, NS_R, NS_B, A_IP, R_A_IP, R_B_IP, B_IP)
         _run(*_nsx(NS_R, "tc", "qdisc", "add", "dev", "r1", "root", "tbf", "rate", f"{RATE_MBPS}mbit",
                    "burst", "16kb", "limit", str(QUEUE_BYTES)))
         # the sender resolves the receiver by name, as in the appliance (`ip netns exec` mounts this)
