@@ -124,8 +124,12 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
             run.launches.append(Launch(b, b.start_s - lead, raw / f"{run.flow.name}-b{b.index}.out",
                                        burst_spec(run, b, cell, work, facts, lab.address(f"D{run.flow.pair}"))))
     undo = _prepare(lab, runs)
-    shared = [_start_server(lab, run, run.launches[0].spec, port, raw / f"{run.flow.name}-server-{port}.json")
-              for run in runs if run.tool.shared_servers for port in run.ports]
+    try:
+        shared = [_start_server(lab, run, run.launches[0].spec, port, raw / f"{run.flow.name}-server-{port}.json")
+                  for run in runs if run.tool.shared_servers for port in run.ports]
+    except BaseException:       # started servers are the run's to stop; prepared files are ours
+        _undo(undo)
+        raise
     first = min(l.launch_at - (0 if r.tool.shared_servers else SERVER_LEAD_S) for r in runs for l in r.launches)
     offset = max(0.0, -first)
     probe = RttProbe(lab.executor(f"S{cell.probe.pair}"), lab.address(f"D{cell.probe.pair}"), cell.probe.mode,
@@ -152,8 +156,7 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
                         _stop_server(lab, run, launch.server, launch.server_spec)
             for server in shared:
                 server.stop()
-            for executor, argv in undo:
-                executor.run(argv, check=False, timeout=PREPARE_TIMEOUT_S)
+            _undo(undo)
     duration = time.monotonic() - t0
     summary = _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started_wall, duration)
     summary["host_cpu_steal_pct"] = steal.percent
@@ -173,10 +176,14 @@ def _prepare(lab, runs: list[FlowRun]) -> list[tuple]:
                 for argv in before:
                     executor.run(argv, timeout=PREPARE_TIMEOUT_S)
     except BaseException:
-        for executor, argv in undo:
-            executor.run(argv, check=False, timeout=PREPARE_TIMEOUT_S)
+        _undo(undo)
         raise
     return undo
+
+
+def _undo(steps: list[tuple]) -> None:
+    for executor, argv in steps:
+        executor.run(argv, check=False, timeout=PREPARE_TIMEOUT_S)
 
 
 def _start_server(lab, run: FlowRun, spec: BurstSpec, port: int, out: Path) -> Process:
