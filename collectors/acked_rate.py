@@ -8,6 +8,7 @@ between the last samples at or before the second's two boundaries.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 
@@ -49,9 +50,6 @@ def retransmits(samples, port: int, start_s: float) -> int | None:
 
 
 def _at(points: list[tuple[float, int]], t: float) -> int:
-    value = 0
-    for when, acked in points:
-        if when > t + 1e-9:
-            break
-        value = acked
-    return value
+    """bytes_acked of the last sample at or before t (points are in time order)."""
+    k = bisect.bisect_right(points, t + 1e-9, key=lambda p: p[0])
+    return points[k - 1][1] if k else 0

@@ -48,25 +48,8 @@ class Lab:
                            known_hosts=known_hosts or self.tmp / "known_hosts", port=self.ports[0],
                            ssh_config="/dev/null", via=NetnsExecutor("A", self.ns_a, procs), grace_s=2, **kw)
 
-    def keep(self) -> set[int]:
-        """unshare (the pid we started) and its child, sshd: the host's init."""
-        pid = self.sshd.pid
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        return {pid, *map(int, children)}
-
     def leftovers(self, ns: str) -> list[str]:
-        out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
-        keep = self.keep() if ns == self.ns_b else set()
-        found = []
-        for pid in map(int, out):
-            try:
-                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-            except (OSError, IndexError):
-                continue
-            if pid not in keep and state != "Z":
-                found.append(f"{pid} {cmd}")
-        return found
+        return host_leftovers(ns, self.sshd if ns == self.ns_b else None)
 
     def assert_clean(self, timeout: float = 8.0) -> None:
         """Nothing but sshd on the host and nothing in the client namespace, within the grace."""
@@ -226,7 +209,8 @@ def ensure_privsep() -> bool:
 
 
 def host_leftovers(ns: str, sshd: subprocess.Popen | None) -> list[str]:
-    """Live processes in ns other than unshare and the sshd listener it started (the host's init)."""
+    """Live processes in ns other than unshare (the pid we started) and its child, the sshd
+    listener: the host's init."""
     keep: set[int] = set()
     if sshd is not None and sshd.poll() is None:
         keep = {sshd.pid, *map(int, Path(f"/proc/{sshd.pid}/task/{sshd.pid}/children").read_text().split())}
