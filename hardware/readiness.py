@@ -169,7 +169,11 @@ def classify_ssh(stderr: str, returncode: int) -> tuple[str, str] | None:
             return "reachable", what
     if returncode == -1:
         return "reachable", text or "timed out"
-    return None if not text else ("reachable", "ssh failed: " + _first_line(text))
+    if not text:
+        # uname and the other probes never exit 255, so this is ssh's own failure with its message
+        # lost (seen when a connect to an absent host raced ConnectTimeout on a starved CPU)
+        return "reachable", "ssh exited 255 without a message (no answer from the host?)"
+    return "reachable", "ssh failed: " + _first_line(text)
 
 
 def interpret_reach(host, done) -> list[tuple[str, str, str]]:

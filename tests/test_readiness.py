@@ -216,6 +216,10 @@ def test_reach_and_ssh_failures_from_real_ssh_runs():
         ("fail", "no answer (timed out); other checks skipped")
     assert r.classify_ssh("timed out after 25s", -1) == ("reachable", "no answer (timed out)")   # our own timeout
     assert r.classify_ssh("whatever", 3) is None
+    # CI once saw ssh exit 255 with an empty stderr for an absent host: that is no login
+    silent = r.interpret_reach(h, Completed(["uname", "-sr"], 255, "", ""))
+    assert silent == [("reachable", "fail", "ssh exited 255 without a message (no answer from the host?); "
+                                            "other checks skipped")]
     # a later check whose ssh failed says so instead of misreading the empty output
     assert r.interpret(r.host_checks(h)[0], refused) == ("fail", "reachable: connection refused: nothing listens "
                                                                  "on the SSH port")
