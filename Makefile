@@ -10,7 +10,7 @@ DEBSTAMP  := build/.debian-packages
 CONFIG    ?= config.toml
 PYTEST_ARGS ?=
 
-.PHONY: all setup deps venv helpers run test check clean-lab bench distclean
+.PHONY: all setup deps venv helpers image run vm-run test check clean-lab bench distclean
 
 all: setup
 
@@ -40,13 +40,22 @@ build/lib/liblonghaul_dtw.so: collectors/dtw/dtw.c collectors/dtw/Makefile $(DEB
 build/lib/liblonghaul_ccashim.so: drivers/ccashim/ccashim.c drivers/ccashim/Makefile $(DEBSTAMP)
 	$(MAKE) -C drivers/ccashim OUT=$(abspath build/lib)
 
+# the appliance image (appliance/image/): base cached in /var/cache/longhaul/image, rebuilt
+# only when this checkout changed
+image: setup
+	$(VENV)/bin/python -m longhaul.appliance.image.build --out build/image
+
 run: setup
 	$(VENV)/bin/longhaul run --config $(CONFIG)
+
+# the smoke profile on VMs booted from the image (the qemu lab backend)
+vm-run: image
+	$(VENV)/bin/longhaul run --config config-vm.toml
 
 check: setup
 	$(VENV)/bin/longhaul check --config $(CONFIG)
 
-test: setup
+test: setup image
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 bench: setup

@@ -140,6 +140,8 @@ def cmd_check(args) -> int:
             preflight(config)
             Console().print("ready")
         return status
+    if config.data.lab.backend == "qemu":    # the VMs exist only during a run: check what boots them
+        return _check_qemu(config)
     cells = plan(config)
     features = detect(delayline.helper_path())
     console = Console()
@@ -247,3 +249,28 @@ def _yes(flag: bool) -> str:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _check_qemu(config) -> int:
+    import json
+    import shutil
+
+    from ..hardware.qemu_fleet import choose_accel
+
+    q = config.data.lab.qemu
+    manifest = json.loads((config.image_dir / "manifest.json").read_text())
+    table = Table(title="qemu lab")
+    table.add_column("check")
+    table.add_column("result")
+    qemu = shutil.which("qemu-system-x86_64")
+    table.add_row("qemu-system-x86_64", qemu or "[red]missing[/red]")
+    try:
+        accel, why = choose_accel(q.accel)
+        table.add_row("acceleration", f"{accel} ({why})")
+    except RuntimeError as exc:
+        accel = None
+        table.add_row("acceleration", f"[red]{exc}[/red]")
+    table.add_row("image", f"{config.image_dir} (built {manifest.get('built')}, revision {manifest.get('revision')})")
+    table.add_row("VM kernel", str(manifest.get("kernel")))
+    Console().print(table)
+    return 0 if qemu and accel else 1

@@ -14,15 +14,26 @@ from .schema import Strict
 from .tomlsource import load
 from .validation import validate
 
-IMPLEMENTED_BACKENDS = ("netns", "ssh")
+IMPLEMENTED_BACKENDS = ("netns", "ssh", "qemu")
+
+
+class QemuSection(Strict):
+    """The qemu backend: the appliance image (`make image`) booted as VMs (hardware/qemu_fleet.py)."""
+
+    image: str = "build/image"            # the image directory, relative to config.toml
+    accel: Literal["auto", "tcg", "kvm"] = "auto"
+    memory_mb: int = Field(512, ge=256, le=16384)
+    boot_timeout_s: float = Field(420, gt=0, le=3600)
 
 
 class LabSection(Strict):
     """netns: the embedded lab of namespaces on this machine; ssh: real, already-wired hosts
-    reached over SSH, described by an inventory (hardware/hosts_lab.py)."""
+    reached over SSH, described by an inventory (hardware/hosts_lab.py); qemu: the appliance
+    image booted as VMs on this machine, then driven over SSH like the ssh backend."""
 
     backend: str = "netns"
     inventory: str | None = None          # ssh: a name (hardware/<name>.toml) or a path to a .toml
+    qemu: QemuSection = QemuSection()
 
 
 class StoreSection(Strict):
@@ -71,6 +82,7 @@ class Config:
     time_scale: float | None = None       # the command line's override, if any
     profile_dir_override: Path | None = None
     inventory_path: Path | None = None    # ssh backend: the validated inventory file
+    image_dir: Path | None = None         # qemu backend: the validated image directory
 
     @property
     def base_dir(self) -> Path:
@@ -93,11 +105,12 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
         raise ConfigError(None, None, ("--time-scale",), time_scale, "a factor in (0, 10]")
     source = load(path)
     data = validate(source, ConfigFile)
-    if data.lab.backend not in IMPLEMENTED_BACKENDS:  # qemu: a reserved name for what comes
+    if data.lab.backend not in IMPLEMENTED_BACKENDS:
         loc = ("lab", "backend")
         raise ConfigError(path, source.line_of(loc), loc, data.lab.backend,
                           f"not available in this version; implemented: {', '.join(IMPLEMENTED_BACKENDS)}")
     inventory = _inventory(path, source, data.lab)
+    image_dir = _image(path, source, data.lab)
     names = profile_names or data.run.profiles
     profile_dir = Path(profile_dir) if profile_dir else (path.parent / data.run.profile_dir).resolve()
     profiles = []
@@ -111,7 +124,21 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
             raise ConfigError(path, source.line_of(loc), loc, name, exc.allowed) from None
         profiles.append(load_profile(profile_path, time_scale))
     return Config(path=path.resolve(), data=data, raw=source.data, profiles=profiles, time_scale=time_scale,
-                  profile_dir_override=Path(profile_dir) if profile_dir else None, inventory_path=inventory)
+                  profile_dir_override=Path(profile_dir) if profile_dir else None, inventory_path=inventory,
+                  image_dir=image_dir)
+
+
+def _image(path: Path, source, lab: LabSection) -> Path | None:
+    """The qemu backend's image directory, checked now: no VM is booted from a missing image."""
+    if lab.backend != "qemu":
+        return None
+    found = (path.parent / lab.qemu.image).resolve()
+    missing = [f for f in ("longhaul.raw", "manifest.json") if not (found / f).is_file()]
+    if missing:
+        loc = ("lab", "qemu", "image") if ("lab", "qemu", "image") in source.lines else ("lab", "backend")
+        raise ConfigError(path, source.line_of(loc), loc, lab.qemu.image,
+                          f"an image directory with {' and '.join(missing)} ({found}: build it with `make image`)")
+    return found
 
 
 def _inventory(path: Path, source, lab: LabSection) -> Path | None:

@@ -3,7 +3,8 @@
 A run registers its tag with its pid in /run/longhaul; everything it creates is named after that
 tag (namespaces `lh-<tag>...`, /etc/netns/lh-<tag>...). A namespace is a leftover when no live
 longhaul process owns its tag. Removing the namespace removes its veths, qdiscs and iptables
-rules; processes still inside it are ended by pid first.
+rules; processes still inside it are ended by pid first (a qemu lab's VMs run inside its
+namespace `lh-q<pid>`, so they go with it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..hardware.topology import NS_PREFIX
 STATE_DIR = Path("/run/longhaul")
 _TAGGED = re.compile(rf"^{re.escape(NS_PREFIX)}(?P<tag>[0-9a-f]{{6}})\d+-[A-Z]\d+$")
 _PROBE = re.compile(rf"^{re.escape(NS_PREFIX)}probe-(?P<pid>\d+)$")
+_FLEET = re.compile(rf"^{re.escape(NS_PREFIX)}q(?P<pid>\d+)$")     # a qemu lab's VMs, named by the run's pid
 
 
 def register(tag: str, run_dir: Path) -> None:
@@ -60,10 +62,10 @@ def find() -> list[str]:
         names |= {p.name for p in NETNS_ETC.iterdir()}
     stale = []
     for name in sorted(names):
-        tagged, probe = _TAGGED.match(name), _PROBE.match(name)
+        tagged, by_pid = _TAGGED.match(name), _PROBE.match(name) or _FLEET.match(name)
         if tagged and not _owner_alive(tagged["tag"]):
             stale.append(name)
-        elif probe and not _alive(int(probe["pid"])):
+        elif by_pid and not _alive(int(by_pid["pid"])):
             stale.append(name)
     return stale
 

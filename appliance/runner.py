@@ -4,17 +4,20 @@ resumable, with unconditional teardown."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import secrets
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..collectors.rtt_probe import idle_rtt
 from ..drivers import ccashim
 from ..drivers.tools import tool_for
-from ..hardware import delayline, hosts_lab
+from ..hardware import delayline, hosts_lab, qemu_fleet
 from ..hardware.cleanup import CleanupStack, Interrupted, signals_raise
-from ..hardware.executor import ProcessTable
+from ..hardware.executor import LocalExecutor, ProcessTable
 from ..hardware.features import Features, detect
 from ..hardware.hosts_lab import HostsFeatures, HostsLab, inventory_dumbbell
 from ..hardware.inventory import load_inventory
@@ -36,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def preflight(config: Config):
     """Features of this machine (netns), or of the inventory's machines over SSH (ssh)."""
-    if config.data.lab.backend == "ssh":
+    if config.data.lab.backend in ("ssh", "qemu"):
         return preflight_hosts(config)
     features = detect(delayline.helper_path())
     problems = features.problems()
@@ -124,9 +127,58 @@ class Runner:
         self._lab_cleanup: CleanupStack | None = None
         self._labs_built = 0
         self._verified_in: dict[str, int] = {}   # cell id -> the lab build it was verified in
+        self._fleet = None                       # qemu backend: the VMs the run is on
 
     def run(self) -> RunStore:
+        if self._backend != "qemu":
+            return self._run()
+        with signals_raise(), self._vm_fleet() as fleet:
+            # from here on the VMs are real hosts with an inventory, driven like the ssh backend
+            self.config = dataclasses.replace(self.config, inventory_path=fleet.inventory_path)
+            self._fleet = fleet
+            try:
+                return self._run()
+            finally:
+                if self.store is not None:
+                    fleet.keep_consoles(self.store.dir / "lab" / "vms")
+
+    @contextmanager
+    def _vm_fleet(self):
+        q = self.config.data.lab.qemu
+        if not shutil.which("qemu-system-x86_64"):
+            raise PreflightError("preflight failed: the qemu backend needs qemu-system-x86_64 (make setup installs it)")
+        pairs = max(spec.cell.topology.pairs for p in self.config.profiles for spec in p.cells)
+        pid = os.getpid()
+        shown = LocalExecutor("controller", ProcessTable()).run(["ip", "-j", "-4", "addr"]).stdout
+        plan_ = qemu_fleet.fleet_plan(f"lq{pid}", qemu_fleet.free_index(pid, shown), pairs, ns=f"lh-q{pid}")
+        self.out_root.mkdir(parents=True, exist_ok=True)
+        workdir = self.out_root / f".qemu-{pid}"
+        try:
+            fleet = qemu_fleet.VmFleet(plan_, self.config.image_dir, workdir, self.procs, accel=q.accel,
+                                       memory_mb=q.memory_mb, boot_timeout_s=q.boot_timeout_s)
+        except RuntimeError as exc:          # accel = "kvm" where KVM cannot boot the image
+            raise PreflightError(f"preflight failed: {exc}") from None
+        self.progress.message(f"booting {len(plan_.vms)} VMs from {self.config.image_dir} "
+                              f"(kernel {fleet.kernel}, {fleet.accel}: {fleet.accel_why})")
+        try:
+            fleet.start()
+        except BaseException as exc:
+            fleet.close()
+            if isinstance(exc, (TimeoutError, RuntimeError, OSError)):
+                raise RunError(f"qemu lab: {exc}") from exc
+            raise
+        try:
+            self.progress.message("VMs up: " + ", ".join(f"{n} {s:g}s" for n, s in fleet.boot_seconds.items()))
+            yield fleet
+        finally:
+            failures = fleet.close()
+            if failures:
+                log.error("qemu lab: teardown problems: %s", "; ".join(failures))
+
+    def _run(self) -> RunStore:
         features = preflight(self.config)
+        if self._fleet is not None:
+            features.vm_lab = self._fleet.as_dict()
         cells = plan(self.config)
         resuming = self.store is not None
         store = self.store if resuming else self._new_store(features, cells)
@@ -155,10 +207,12 @@ class Runner:
                 self._mark_running(store, "failed", str(exc))
                 raise RunError(f"run failed: {exc}") from exc
             finally:
-                failures = cleanup.close()
-                if failures:
-                    log.error("teardown problems: %s", failures)
-                store.finish(status)
+                try:
+                    failures = cleanup.close()
+                    if failures:
+                        log.error("teardown problems: %s", failures)
+                finally:
+                    store.finish(status)          # also when a signal is delivered after the teardown
         return store
 
     def _new_store(self, features, cells: list[PlannedCell]) -> RunStore:
@@ -237,7 +291,7 @@ class Runner:
         workdir = self.store.dir / "lab" / f"lab-{self._labs_built}"
         workdir.mkdir(parents=True, exist_ok=True)
         self._lab_cleanup = CleanupStack()
-        if self._backend == "ssh":
+        if self._backend in ("ssh", "qemu"):
             inventory = load_inventory(self.config.inventory_path)
             topo, names = inventory_dumbbell(inventory, f"{tag}{self._labs_built}", topo_cfg.pairs,
                                              topo_cfg.bottleneck_rate_mbps, topo_cfg.mtu)
@@ -257,7 +311,7 @@ class Runner:
     def _teardown_lab(self) -> None:
         if self._lab_cleanup is not None:
             failures = self._lab_cleanup.close()
-            if failures and self._backend == "ssh":     # the hosts may not be as found: say so loudly
+            if failures and self._backend in ("ssh", "qemu"):     # the hosts may not be as found: say so loudly
                 log.error("real hosts: teardown problems: %s", "; ".join(failures))
         self._lab, self._lab_key, self._lab_cleanup = None, None, None
 

@@ -8,13 +8,14 @@ runs one long fping with a ping every N ms and parses its timestamped replies at
 from __future__ import annotations
 
 import logging
-import threading
+import os
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..drivers import fping
-from ..hardware.executor import CommandError, Executor
+from ..hardware.executor import Executor
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,40 @@ class RttSample:
     mode: str
 
 
+# one fping burst per second on the probe host, each stamped with the host's clock: one long-lived
+# process instead of a session per round (over SSH a handshake per second costs the sender's CPU
+# and, on a slow host, seconds: a VM under TCG managed one round in 2-3 s that way)
+_BURST_LOOP_SH = ('while :; do t=$(date +%s.%N); echo "T $t"; "$@" 2>&1; '
+                  'sleep "$(awk -v t="$t" -v n="$(date +%s.%N)" \'BEGIN { d = 1 - (n - t); '
+                  'if (d < 0) d = 0; printf "%.3f", d }\')"; done')
+
+
+def burst_loop_argv(target: str) -> list[str]:
+    return ["sh", "-c", _BURST_LOOP_SH, "sh", *fping.burst_argv(target)]
+
+
+def parse_burst_loop(text: str, wall0: float) -> list[RttSample]:
+    """Samples from the loop's output: `T <epoch>` then fping's `target : r1 r2 ...` line; a
+    round with no fping line (cut short at the end) is dropped, one with all pings lost kept."""
+    out, t = [], None
+    for line in text.splitlines():
+        if line.startswith("T "):
+            try:
+                t = float(line[2:].strip())
+            except ValueError:
+                t = None
+            continue
+        if t is None:
+            continue
+        try:
+            burst = fping.parse_burst(line)
+        except ValueError:
+            continue
+        out.append(RttSample(round(t - wall0, 3), burst.mean_ms, len(burst.rtts_ms), burst.received, "burst"))
+        t = None
+    return out
+
+
 class RttProbe:
     def __init__(self, executor: Executor, target: str, mode: str = "burst", interval_ms: float = 10.0,
                  raw_path: Path | None = None):
@@ -37,8 +72,7 @@ class RttProbe:
         self.interval_ms = interval_ms
         self.raw_path = raw_path
         self.samples: list[RttSample] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._own_raw = False
         self._proc = None
         self._t0 = 0.0
         self._wall0 = 0.0
@@ -47,22 +81,17 @@ class RttProbe:
         self._t0 = t0
         self._wall0 = time.time() - (time.monotonic() - t0)
         if self.mode == "burst":
-            self._thread = threading.Thread(target=self._burst_loop, name="rtt-probe", daemon=True)
-            self._thread.start()
+            if self.raw_path is None:
+                fd, name = tempfile.mkstemp(prefix="longhaul-rtt-", suffix=".txt")
+                os.close(fd)
+                self.raw_path, self._own_raw = Path(name), True
+            self._proc = self.executor.start(burst_loop_argv(self.target), label="fping-bursts", stdout=self.raw_path)
         else:
             self._proc = self.executor.start(fping.interval_argv(self.target, self.interval_ms),
                                              label="fping", stdout=self.raw_path)
 
     def latest(self) -> float | None:
-        if self.mode != "burst":
-            return self._latest_interval_reply()
-        for sample in reversed(self.samples):
-            if sample.rtt_ms is not None:
-                return sample.rtt_ms
-        return None
-
-    def _latest_interval_reply(self) -> float | None:
-        """For the live display: the newest reply in fping's output so far (its tail only)."""
+        """For the live display: the newest RTT in the probe's output so far (its tail only)."""
         if self.raw_path is None:
             return None
         try:
@@ -73,33 +102,27 @@ class RttProbe:
         except OSError:
             return None
         for line in reversed(tail.splitlines()[1:]):     # the first may be cut
+            if self.mode == "burst":
+                try:
+                    mean = fping.parse_burst(line).mean_ms
+                except ValueError:
+                    continue
+                if mean is not None:
+                    return mean
+                continue
             reply = fping.parse_interval_line(line)
             if reply is not None:
                 return reply.rtt_ms
         return None
 
-    def _burst_loop(self) -> None:
-        next_at = time.monotonic()
-        while not self._stop.is_set():
-            t_s = time.monotonic() - self._t0
-            try:
-                res = self.executor.run(fping.burst_argv(self.target), timeout=5, check=False)
-                burst = fping.parse_burst(res.stderr + res.stdout)
-                self.samples.append(RttSample(round(t_s, 3), burst.mean_ms, len(burst.rtts_ms), burst.received, "burst"))
-            except (ValueError, CommandError) as exc:
-                log.warning("RTT probe round failed: %s", exc)
-            next_at += 1.0
-            while next_at < time.monotonic():  # a late round skips, it does not bunch up
-                next_at += 1.0
-            self._stop.wait(max(0.0, next_at - time.monotonic()))
-
     def stop(self) -> list[RttSample]:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=10)
         if self._proc:
-            self._proc.stop(sig=2)  # SIGINT: fping prints its summary and exits
-            self.samples = self._parse_interval_output(self._proc.read_stdout())
+            self._proc.stop(sig=2)  # SIGINT: fping prints its summary and exits (the loop with it)
+            text = self._proc.read_stdout()
+            self.samples = (parse_burst_loop(text, self._wall0) if self.mode == "burst"
+                            else self._parse_interval_output(text))
+            if self._own_raw:
+                self.raw_path.unlink(missing_ok=True)
         return self.samples
 
     def _parse_interval_output(self, text: str) -> list[RttSample]:

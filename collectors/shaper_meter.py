@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import json
 import statistics
-import threading
-import time
+from pathlib import Path
 
 from ..hardware.executor import Executor
 
@@ -48,28 +47,54 @@ def backlogged_rate(samples: list[tuple], window_s: float = 1.0) -> float | None
     return statistics.median(rates) if rates else None
 
 
+# one long-lived sampling loop on the router: a new SSH session per sample would cost a handshake
+# each time, which on a slow router (a VM under TCG) takes the CPU the forwarding needs
+_LOOP_SH = 'while :; do date +%s.%N; tc -s -j qdisc show dev "$1"; sleep "$2"; done'
+
+
+def parse_samples(text: str) -> list[tuple[float, int, int, int]]:
+    """(router time, bytes, backlog, overlimits) from the loop's output: a `date +%s.%N` line, then
+    tc's JSON; a block cut short at the end is dropped."""
+    samples, t, body = [], None, []
+
+    def flush():
+        if t is not None and body:
+            try:
+                counters = tbf_counters("".join(body))
+            except ValueError:
+                return
+            if counters:
+                samples.append((t, *counters))
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and stripped.replace(".", "", 1).isdigit() and "." in stripped:
+            flush()
+            t, body = float(stripped), []
+        elif stripped:
+            body.append(stripped)
+    flush()
+    return samples
+
+
 class ShaperMeter:
-    def __init__(self, executor: Executor, ifname: str, period_s: float = 0.2):
+    """Reads a tbf's counters every period_s with one sampling loop on its host (local, namespace or
+    SSH), timestamped by the host's own clock, for as long as the context is open."""
+
+    def __init__(self, executor: Executor, ifname: str, out_path: Path, period_s: float = 0.2):
         self.executor = executor
         self.ifname = ifname
+        self.out_path = Path(out_path)
         self.period_s = period_s
-        self.samples: list[tuple[float, int, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="shaper-meter", daemon=True)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            res = self.executor.run(["tc", "-s", "-j", "qdisc", "show", "dev", self.ifname], check=False)
-            counters = tbf_counters(res.stdout) if res.returncode == 0 else None
-            if counters:
-                self.samples.append((time.monotonic(), *counters))
-            self._stop.wait(self.period_s)
+        self.samples: list[tuple[float, int, int, int]] = []
+        self._proc = None
 
     def __enter__(self):
-        self._thread.start()
+        self._proc = self.executor.start(["sh", "-c", _LOOP_SH, "sh", self.ifname, f"{self.period_s:g}"],
+                                         label="shaper-meter", stdout=self.out_path)
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(timeout=5)
+        self._proc.stop(term_timeout=3)
+        self.samples = parse_samples(self.out_path.read_text(errors="replace") if self.out_path.exists() else "")
         return False

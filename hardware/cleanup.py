@@ -65,7 +65,12 @@ def signals_raise():
 
 @contextmanager
 def signals_deferred():
-    """While tearing down, a second Ctrl-C must not cut the teardown short: note it, raise after."""
+    """While tearing down, a Ctrl-C must not cut the teardown short: note it, act on it after.
+
+    A teardown that runs because something is already propagating (an Interrupted, an error)
+    only logs it: the run is ending anyway. Any other teardown (a trial's, a verification's)
+    delivers the signal again once it is done, so an interrupt is never lost."""
+    import sys
     import threading
 
     if threading.current_thread() is not threading.main_thread():
@@ -80,3 +85,5 @@ def signals_deferred():
             signal.signal(signum, old)
     if received:
         log.warning("signal %s received during teardown; teardown completed first", received)
+        if sys.exc_info()[0] is None:
+            signal.raise_signal(received[0])

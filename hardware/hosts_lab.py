@@ -16,12 +16,14 @@ preflight (hardware/dummynet.py has its plan, not wired here yet).
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..collectors.rtt_probe import idle_rtt
 from . import delayline, readiness
 from .cleanup import CleanupStack
 from .executor import ProcessTable, wait_until
@@ -53,6 +55,7 @@ class HostsFeatures:
     inventory: str
     hosts: dict[str, HostFacts] = field(default_factory=dict)   # by inventory name
     rows: list = field(default_factory=list)                     # readiness rows (warnings kept)
+    vm_lab: dict | None = None                                   # qemu backend: the VMs' image, kernel, accel
 
     @property
     def delay(self) -> str:
@@ -60,8 +63,10 @@ class HostsFeatures:
         return "netem" if routers and all(f.netem for f in routers) else "delayline"
 
     def as_dict(self) -> dict:
-        return {"backend": "ssh", "inventory": self.inventory, "delay": self.delay,
+        return {"backend": "qemu" if self.vm_lab else "ssh", "inventory": self.inventory, "delay": self.delay,
                 "hosts": {n: asdict(f) for n, f in self.hosts.items()},
+                "kernels": {r.host: r.detail for r in self.rows if r.check == "os" and r.status == readiness.OK},
+                **({"vm_lab": self.vm_lab} if self.vm_lab else {}),
                 "readiness": [asdict(r) for r in self.rows if r.status != readiness.OK]}
 
 
@@ -113,13 +118,24 @@ def tuned_sysctls(topo: Dumbbell, settings: LinkSettings, allowed: dict[str, tup
             for h in topo.hosts}
 
 
+PATH_RTT_MIN_MS = 0.5     # a path faster than this is left alone (netem's own granularity)
+
+
+def delay_settings(settings: LinkSettings, path_rtt_ms: float | None) -> LinkSettings:
+    """The RTT the shaping adds: the configured end-to-end RTT less what the path itself takes
+    (a WAN testbed's fibre, emulated VMs' hops), so flows see the RTT the profile asks for."""
+    if not path_rtt_ms or path_rtt_ms < PATH_RTT_MIN_MS or settings.rtt_ms <= 0:
+        return settings
+    return dataclasses.replace(settings, rtt_ms=round(max(0.0, settings.rtt_ms - path_rtt_ms), 2))
+
+
 def hosts_plan(topo: Dumbbell, settings: LinkSettings, allowed: dict[str, tuple[str, ...]],
-               netem: dict[str, bool]) -> list[Step]:
+               netem: dict[str, bool], path_rtt_ms: float | None = None) -> list[Step]:
     """Only what longhaul owns on real hosts: sysctls, then the bottleneck's shaping on both routers
     (netem: router -> has netem; without it the delay line adds the delay, see HostsLab.build)."""
     steps = [Step(host, argv) for host, values in tuned_sysctls(topo, settings, allowed).items()
              for argv in sysctl_argv(values)]
-    for shape, host in bottleneck_shapes(topo, settings):
+    for shape, host in bottleneck_shapes(topo, delay_settings(settings, path_rtt_ms)):
         steps += [Step(host, argv) for argv in direction_plan(shape, use_netem=netem.get(host, False))]
     return steps
 
@@ -143,6 +159,8 @@ class HostsLab:
         self.netem = {lab: features.hosts[m].netem for lab, m in names.items()
                       if m in features.hosts and features.hosts[m].role == "router"}
         self.sysctls = tuned_sysctls(topo, settings, allowed)
+        self._allowed = allowed
+        self.path_rtt_ms: float | None = None
         self.plan = hosts_plan(topo, settings, allowed, self.netem)
         self.record = {"backend": "ssh", "inventory": features.inventory, "tag": topo.tag,
                        "hosts": {lab: {"machine": m, "management": inventory.host(m).management}
@@ -228,6 +246,11 @@ class HostsLab:
             self.cleanup.push(f"delete root qdisc on {port.host} {port.ifname}",
                               lambda p=port: self.executor(p.host).run(["tc", "qdisc", "del", "dev", p.ifname, "root"],
                                                                        check=False))
+        # the path's own idle RTT, before any shaping, comes off the delay the shaping adds
+        self.path_rtt_ms = idle_rtt(self.executor("S1"), self.address("D1"))
+        self.plan = hosts_plan(self.topo, self.settings, self._allowed, self.netem, self.path_rtt_ms)
+        self.record["path_rtt_ms"] = self.path_rtt_ms
+        self.record["added_rtt_ms"] = delay_settings(self.settings, self.path_rtt_ms).rtt_ms
         for step in self.plan:
             self.executor(step.host).run(step.argv)
         if self.settings.rtt_ms > 0 and not all(self.netem.values()):
@@ -236,7 +259,8 @@ class HostsLab:
 
     def _start_delaylines(self) -> None:
         helper = delayline.helper_path()
-        for queue, (shape, host) in enumerate(bottleneck_shapes(self.topo, self.settings), start=1):
+        shaped = delay_settings(self.settings, self.path_rtt_ms)
+        for queue, (shape, host) in enumerate(bottleneck_shapes(self.topo, shaped), start=1):
             if self.netem.get(host):
                 continue
             executor = self.executor(host)

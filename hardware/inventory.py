@@ -111,6 +111,9 @@ class InventorySection(Strict):
     ssh_key: str | None = None                 # private key, used for every host without its own
     known_hosts: str                           # host keys are checked against this file only
     trust_on_first_use: bool = False           # accept (and record) unknown host keys: opt-in only
+    # where longhaul is installed on the hosts (its .venv and build/ helpers); unset: at the same
+    # path as on the controller. The appliance image has it at /opt/longhaul.
+    longhaul_root: str | None = Field(None, pattern=r"^/[^\s\"]*$")
 
 
 class Inventory(Strict):
@@ -156,7 +159,17 @@ class Inventory(Strict):
             raise KeyError(f"{name} has no ssh_key")
         return SshExecutor(name, procs, host=host.management, user=self.ssh_user(host), key=key,
                            known_hosts=self.inventory.known_hosts, port=host.ssh_port,
-                           trust_on_first_use=self.inventory.trust_on_first_use, via=via)
+                           trust_on_first_use=self.inventory.trust_on_first_use, via=via,
+                           path_map=self.path_map())
+
+    def path_map(self) -> tuple[tuple[str, str], ...]:
+        """The controller's install paths -> the hosts' (longhaul_root), for the SSH executor."""
+        root = self.inventory.longhaul_root
+        here = Path(__file__).resolve().parent.parent
+        if root is None or Path(root) == here:
+            return ()
+        root = root.rstrip("/")
+        return tuple((f"{here}/{sub}/", f"{root}/{sub}/") for sub in (".venv", "build"))
 
     # -- checks that span entries: (key path, value, what is allowed) ---------------------------
 

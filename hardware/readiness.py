@@ -297,6 +297,14 @@ def interpret_clock(done) -> tuple[str, str]:
     return WARN, "no NTP client answers" + (": " + "; ".join(said) if said else " (no timedatectl, chronyc or ntpq)")
 
 
+def offset_estimate(samples: list[tuple[float, str, float]]) -> float | None:
+    """The host's clock minus the controller's, in seconds, from clock_offset's samples (None when
+    the host gave no fine-grained time)."""
+    good = [(after - before, float(text) - (before + after) / 2) for before, text, after in samples
+            if re.match(r"^\d+\.\d+$", text.strip())]
+    return min(good)[1] if good else None
+
+
 def clock_offset(samples: list[tuple[float, str, float]]) -> tuple[str, str]:
     """samples: (controller time before, the host's `date +%s.%N`, controller time after). The host
     read its clock somewhere in between: the exchange with the shortest round trip bounds it best,

@@ -73,6 +73,23 @@ def remote_command(argv: list[str], watch: bool = True, announce: bool = False, 
     return shlex.join(["exec", "/bin/sh", "-c", script, "longhaul", *[str(a) for a in argv]])
 
 
+def map_paths(argv: list[str], path_map: tuple[tuple[str, str], ...]) -> list[str]:
+    """Controller install paths (its venv's python, its built helpers) as the host's: a prefix
+    at the start of an argument or right after a `KEY=` (LD_PRELOAD=...)."""
+    if not path_map:
+        return argv
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=") if not arg.startswith("/") else ("", "", arg)
+        target = value if (eq or not key) else arg
+        for local, remote in path_map:
+            if target.startswith(local):
+                target = remote + target[len(local):]
+                break
+        out.append(f"{key}={target}" if eq else target)
+    return out
+
+
 def _ssh_path(path) -> str:
     """A path as an ssh option value: ssh expands %-tokens in these, and splits on spaces."""
     text = str(path).replace("%", "%%")
@@ -181,12 +198,15 @@ class SshExecutor(Executor):
 
     via: an Executor whose wrap() prefixes the ssh client itself (e.g. a NetnsExecutor, so the
     client runs inside a namespace); ssh_config: a client config file instead of the user's
-    (`/dev/null` for none)."""
+    (`/dev/null` for none); path_map: (controller prefix, host prefix) pairs for where longhaul
+    is installed on the host (see map_paths)."""
 
     def __init__(self, name: str, procs: ProcessTable, host: str, user: str, key, known_hosts,
                  port: int = 22, trust_on_first_use: bool = False, via: Executor | None = None,
-                 ssh_config=None, connect_timeout: float = 10.0, grace_s: int = 5, ssh: str = "ssh"):
+                 ssh_config=None, connect_timeout: float = 10.0, grace_s: int = 5, ssh: str = "ssh",
+                 path_map: tuple[tuple[str, str], ...] = ()):
         super().__init__(name, procs)
+        self.path_map = tuple(path_map)
         self.host, self.user, self.port = host, user, int(port)
         self.key, self.known_hosts = Path(key), Path(known_hosts)
         self.trust_on_first_use = trust_on_first_use
@@ -223,6 +243,7 @@ class SshExecutor(Executor):
         return self.via.wrap(argv) if self.via is not None else argv
 
     def wrap(self, argv: list[str], watch: bool = True, announce: bool = False) -> list[str]:
+        argv = map_paths([str(a) for a in argv], self.path_map)
         return self.ssh_argv(remote_command(argv, watch=watch, announce=announce, grace_s=self.grace_s))
 
     # -- run, start, stop ---------------------------------------------------------------------

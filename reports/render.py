@@ -155,7 +155,27 @@ def _header(store: RunStore) -> dict:
         "longhaul_version": lh.get("version") or DASH, "git_revision": revision,
         "config_path": m.get("config_path") or DASH,
         "profiles": [(n, (p or {}).get("description") or "") for n, p in (m.get("profiles") or {}).items()],
+        "lab_kernels": _lab_kernels(features.get("kernels") or {}),
+        "vm_lab": _vm_lab(features.get("vm_lab")),
     }
+
+
+def _lab_kernels(kernels: dict) -> str:
+    """ssh and qemu backends: the results came from these machines' kernels, not this one's."""
+    by_kernel: dict[str, list[str]] = {}
+    for host, kernel in kernels.items():
+        by_kernel.setdefault(kernel, []).append(host)
+    return "; ".join(f"{k} ({', '.join(hosts)})" for k, hosts in by_kernel.items())
+
+
+def _vm_lab(vm: dict | None) -> str:
+    if not vm:
+        return ""
+    image = vm.get("image") or {}
+    boots = ", ".join(f"{n} {s:g} s" for n, s in (vm.get("boot_seconds") or {}).items())
+    return (f"appliance image {image.get('revision') or DASH} (built {image.get('built') or DASH}, "
+            f"Debian {image.get('suite') or DASH}, kernel {vm.get('kernel')}); {vm.get('accel')}: "
+            f"{vm.get('accel_why')}; {vm.get('memory_mb')} MB per VM; booted in {boots or DASH}")
 
 
 def _verification_row(cell: dict) -> dict:

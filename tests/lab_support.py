@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,15 @@ formats = ["html"]
 {verify}
 """)
     return config
+
+
+@contextmanager
+def scratch_namespace():
+    """One empty namespace with lo up, named so `longhaul clean` knows whose it is; always deleted."""
+    ns = f"lh-probe-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        yield ns
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)

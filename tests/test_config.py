@@ -238,7 +238,13 @@ BAD_CONFIGS = [
      "'html' or 'pdf'"),
     ("invalid-toml", edit("[verify]", "[verify", CONFIG), "[verify", "not valid TOML", "Expected ']'"),
     pytest.param("backend-unknown", edit('"netns"', '"foo"', CONFIG), "backend", "lab.backend = 'foo'",
-                 "implemented: netns, ssh"),
+                 "implemented: netns, ssh, qemu"),
+    ("qemu-no-image", edit('"netns"', '"qemu"\n[lab.qemu]\nimage = "noimg"', CONFIG), "image =",
+     "lab.qemu.image = 'noimg'", "an image directory with longhaul.raw and manifest.json ("),
+    ("qemu-bad-accel", edit('"netns"', '"qemu"\n[lab.qemu]\naccel = "hvf"', CONFIG), "accel =",
+     "lab.qemu.accel = 'hvf'", "'auto', 'tcg' or 'kvm'"),
+    ("qemu-tiny-vm", edit('"netns"', '"qemu"\n[lab.qemu]\nmemory_mb = 64', CONFIG), "memory_mb",
+     "lab.qemu.memory_mb = 64", "greater than or equal to 256"),
 ]
 
 
@@ -371,3 +377,13 @@ def test_ssh_backend_with_an_inventory(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert info.value.path == tmp_path / "hardware" / "mylab.toml"
+
+
+def test_qemu_backend_with_an_image_directory(tmp_path):
+    (tmp_path / "img").mkdir()
+    for name in ("longhaul.raw", "manifest.json"):
+        (tmp_path / "img" / name).write_text("{}")
+    path = write(tmp_path, edit('"netns"', '"qemu"\n[lab.qemu]\nimage = "img"\naccel = "tcg"', CONFIG), "config")
+    config = load_config(path)
+    assert config.data.lab.backend == "qemu" and config.image_dir == tmp_path / "img"
+    assert config.data.lab.qemu.accel == "tcg" and config.inventory_path is None

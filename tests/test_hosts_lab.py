@@ -26,6 +26,7 @@ from longhaul.hardware.hosts_lab import (
     HostFacts,
     HostsFeatures,
     HostsLab,
+    delay_settings,
     hosts_plan,
     inventory_dumbbell,
 )
@@ -86,6 +87,13 @@ def test_plan_touches_only_sysctls_and_the_bottleneck():
     r2_tc = [a for a in by_host["R2"] if a[0] == "tc"]
     assert len(r2_tc) == 1 and r2_tc[0][4] == "wan" and "tbf" in r2_tc[0]       # delay line on R2
     assert all(a[4] == "wan" for a in r1_tc + r2_tc)
+    # the path's own RTT comes off the added delay (6 ms of emulated hops: 34 ms added, 17 each way);
+    # a path under 0.5 ms (namespaces, a LAN) is left alone; the sysctls (BDP) keep the target RTT
+    slow = hosts_plan(topo, settings, allowed, {"R1": True, "R2": True}, path_rtt_ms=6.0)
+    roots = [st.argv for st in slow if st.argv[0] == "tc" and st.argv[6:8] == ["handle", "1:"]]
+    assert [a[8:11] for a in roots] == [["netem", "delay", "17ms"]] * 2
+    assert [st for st in slow if st.argv[0] == "sysctl"] == [st for st in steps if st.argv[0] == "sysctl"]
+    assert delay_settings(settings, 0.3) == settings and delay_settings(settings, 50).rtt_ms == 0
 
 
 def test_lab_interface_without_touching_hosts():

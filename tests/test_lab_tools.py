@@ -209,7 +209,11 @@ duration_s = 15
                       if r["flow"] == "sq" and r["stream"] == "all"}
     print("square per second:", per_second)
     on = [per_second.get(t) for t in (1, 2, 3, 7, 8, 9, 13, 14, 15)]
-    assert sum(v is not None and abs(v - 20) <= 1.0 for v in on) >= 8, per_second   # 5 %, one stall
+    # the source keeps an absolute schedule: a stall of this VM is made up in the next seconds (CI
+    # saw 16.9, 21.1, 22.0), so each on-window carries its 60 Mb while single seconds may not
+    for window in ((1, 2, 3), (7, 8, 9), (13, 14, 15)):
+        assert abs(sum(per_second.get(t) or 0 for t in window) - 60) <= 0.03 * 60, (window, per_second)
+    assert sum(v is not None and abs(v - 20) <= 1.0 for v in on) >= 6, per_second   # 5 %, one stall
     assert not [t for t, v in per_second.items() if (t - 1) % 6 >= 3 and v > 0.5], per_second
 
 

@@ -37,3 +37,19 @@ def test_clean_removes_dead_runs_only(tmp_path):
         for name in (dead, alive):
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
             subprocess.run(["rm", "-rf", str(NETNS_ETC / name)])
+
+
+def test_clean_removes_a_dead_runs_vm_fleet():
+    """A qemu lab lives in lh-q<pid> (its qemus inside): stale once that pid is gone."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale, live = f"lh-q{dead.pid}", f"lh-q{__import__('os').getpid()}"
+    for name in (stale, live):
+        subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        found = leftovers.find()
+        assert stale in found and live not in found
+        assert stale in leftovers.clean() and stale not in leftovers.list_namespaces()
+    finally:
+        for name in (stale, live):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)

@@ -1,0 +1,333 @@
+"""Build the longhaul appliance image: a bootable raw disk, plus its kernel and initrd for PXE.
+
+Three stages, each a pure recipe (argv lists) applied here:
+
+1. base: mmdebstrap of Debian bookworm with packages.txt and longhaul's Python dependencies in
+   /opt/longhaul/.venv. Slow (downloads), so it is cached under --cache keyed on everything it
+   is made from; a fresh clone on the same machine reuses it.
+2. layer: a copy of the base with this checkout of longhaul at /opt/longhaul (installed editable,
+   helpers in build/), the first-boot service and the controller unit.
+3. disk: one MBR partition, ext4 made straight from the directory (mke2fs -d), extlinux.
+
+    python -m longhaul.appliance.image.build --out build/image [--cache /var/cache/longhaul/image]
+
+Output: <out>/longhaul.raw, vmlinuz, initrd.img, manifest.json (what went in, the base key).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+RECIPE_VERSION = 3                  # bump when the base recipe changes in a way the key misses
+PART_OFFSET = 1 << 20               # the partition starts at 1 MiB
+ROOT_LABEL = "longhaul-root"
+DEFAULT_CACHE = Path("/var/cache/longhaul/image")
+HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
+CHROOT_ENV = "PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8"
+QUIET_UNITS = ("influxdb.service", "nfs-server.service", "rpcbind.service", "rpcbind.socket", "dpdk.service")
+BOOT_MODULES = ("tcp_htcp", "tcp_scalable", "tcp_bbr", "sch_netem", "sch_fq")
+KERNEL_APPEND = f"root=LABEL={ROOT_LABEL} ro console=tty0 console=ttyS0,115200n8 net.ifnames=0"
+
+
+def image_packages(path: Path = HERE / "packages.txt") -> list[str]:
+    words: list[str] = []
+    for line in path.read_text().splitlines():
+        words += line.split("#", 1)[0].split()
+    return words
+
+
+def python_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
+    return list(tomllib.loads(pyproject.read_text())["project"]["dependencies"])
+
+
+def base_key(packages: list[str], requirements: list[str]) -> str:
+    text = json.dumps({"suite": SUITE, "packages": sorted(packages), "python": sorted(requirements),
+                       "recipe": RECIPE_VERSION})
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def mmdebstrap_argv(packages: list[str], requirements: list[str], target: Path) -> list[str]:
+    """The base stage. Host keys are removed (each host makes or is given its own at first boot),
+    root has no password (keys only), and the serial getty is masked: the serial console carries
+    the first-boot report."""
+    # pip trusts the build host's CA bundle (a site proxy may re-sign PyPI; it is not kept), and
+    # nothing else of the host's environment reaches the chroot (REQUESTS_CA_BUNDLE would win)
+    pip = f"env -i {CHROOT_ENV} PIP_CERT=/tmp/build-host-ca.crt /opt/longhaul/.venv/bin/pip"
+    hooks = [
+        f'cp {HOST_CA} "$1"/tmp/build-host-ca.crt',
+        'rm -f "$1"/etc/ssh/ssh_host_*',
+        'chroot "$1" passwd -l root',
+        'chroot "$1" systemctl mask serial-getty@ttyS0.service',
+        f'chroot "$1" env -i {CHROOT_ENV} python3 -m venv --system-site-packages /opt/longhaul/.venv',
+        f'chroot "$1" {pip} install --quiet --disable-pip-version-check --upgrade pip setuptools wheel',
+        f'chroot "$1" {pip} install --quiet --disable-pip-version-check '
+        + " ".join(_shell_word(r) for r in requirements),
+        'rm -rf "$1"/root/.cache "$1"/var/cache/apt/archives/*.deb "$1"/tmp/build-host-ca.crt',
+    ]
+    argv = ["mmdebstrap", "--variant=minbase", "--mode=root", "--format=directory",
+            "--include=" + ",".join(packages)]
+    for hook in hooks:
+        argv += ["--customize-hook", hook]
+    return argv + [SUITE, str(target), MIRROR]
+
+
+def _shell_word(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def sshd_config() -> str:
+    return ("# longhaul appliance: keys only; one ed25519 host key, from the seed or made at first boot\n"
+            "HostKey /etc/ssh/ssh_host_ed25519_key\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            "PermitRootLogin prohibit-password\nUseDNS no\n")
+
+
+def extlinux_conf(append: str = KERNEL_APPEND) -> str:
+    return ("DEFAULT longhaul\nTIMEOUT 1\nPROMPT 0\nSERIAL 0 115200\n"
+            "LABEL longhaul\n  LINUX /vmlinuz\n  INITRD /initrd.img\n"
+            f"  APPEND {append}\n")
+
+
+def fstab() -> str:
+    return f"LABEL={ROOT_LABEL} / ext4 defaults,noatime 0 1\n"
+
+
+def sfdisk_script() -> str:
+    return f"label: dos\nstart={PART_OFFSET // 512}, type=83, bootable\n"
+
+
+def disk_size_bytes(tree_bytes: int) -> int:
+    """The tree plus a third and 512 MiB of room (logs, results), rounded to MiB."""
+    size = PART_OFFSET + tree_bytes * 4 // 3 + (512 << 20)
+    return (size + (1 << 20) - 1) // (1 << 20) * (1 << 20)
+
+
+def mke2fs_argv(tree: Path, disk: Path, size: int) -> list[str]:
+    # no 64bit/metadata_csum: extlinux reads the file system and wants the classic layout
+    blocks = (size - PART_OFFSET) // 4096
+    return ["mke2fs", "-q", "-F", "-t", "ext4", "-O", "^64bit,^metadata_csum", "-L", ROOT_LABEL,
+            "-b", "4096", "-E", f"offset={PART_OFFSET}", "-d", str(tree), str(disk), str(blocks)]
+
+
+def run(argv: list[str], **kw) -> subprocess.CompletedProcess:
+    print("+", " ".join(argv)[:200], file=sys.stderr, flush=True)
+    return subprocess.run(argv, check=True, **kw)
+
+
+def build_base(cache: Path, packages: list[str], requirements: list[str]) -> Path:
+    key = base_key(packages, requirements)
+    done = cache / f"base-{key}"
+    if (done / ".complete").exists():
+        print(f"base {key}: cached at {done}", file=sys.stderr)
+        return done
+    work = cache / f"base-{key}.partial"
+    shutil.rmtree(work, ignore_errors=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    run(mmdebstrap_argv(packages, requirements, work))
+    (work / ".complete").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + "\n")
+    shutil.rmtree(done, ignore_errors=True)
+    work.rename(done)
+    return done
+
+
+def checkout_files() -> list[str]:
+    """This checkout's files as git sees them (tracked and new, not ignored)."""
+    out = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         check=True, capture_output=True).stdout.decode()
+    return [f for f in out.split("\0") if f and (REPO / f).is_file()]
+
+
+def git_revision() -> str:
+    done = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
+def layer(base: Path, tree: Path) -> None:
+    run(["cp", "-a", "--reflink=auto", f"{base}/.", str(tree)])
+    dest = tree / "opt/longhaul"
+    for rel in checkout_files():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, target)
+    for sub in ("build/bin", "build/lib"):
+        if (REPO / sub).is_dir():
+            shutil.copytree(REPO / sub, dest / sub, dirs_exist_ok=True)
+    run(["chroot", str(tree), "env", "-i", *CHROOT_ENV.split(), "/opt/longhaul/.venv/bin/pip", "install", "--quiet", "--disable-pip-version-check",
+         "--no-deps", "--no-build-isolation", "-e", "/opt/longhaul"])
+    os.symlink("/opt/longhaul/.venv/bin/longhaul", tree / "usr/local/bin/longhaul")
+    shutil.copy2(HERE / "firstboot.py", tree / "usr/local/sbin/longhaul-firstboot")
+    os.chmod(tree / "usr/local/sbin/longhaul-firstboot", 0o755)
+    for unit in QUIET_UNITS:       # packaged daemons stay off unless a role asks for them
+        subprocess.run(["chroot", str(tree), "systemctl", "disable", unit], capture_output=True)
+    for unit in sorted((HERE / "units").glob("*.service")):
+        shutil.copy2(unit, tree / "etc/systemd/system" / unit.name)
+        run(["chroot", str(tree), "systemctl", "enable", unit.name])
+    (tree / "etc/ssh/sshd_config.d").mkdir(parents=True, exist_ok=True)
+    (tree / "etc/ssh/sshd_config.d/longhaul.conf").write_text(sshd_config())
+    (tree / "etc/fstab").write_text(fstab())
+    (tree / "etc/hostname").write_text("longhaul\n")
+    (tree / "etc/longhaul").mkdir(exist_ok=True)
+    # seed 001's CCAs and the routers' netem ready from boot (they are modules in Debian's kernel)
+    (tree / "etc/modules-load.d/longhaul.conf").write_text("".join(m + "\n" for m in BOOT_MODULES))
+    (tree / "etc/longhaul/image-revision").write_text(git_revision() + "\n")
+    boot = tree / "boot"
+    kernel = sorted(boot.glob("vmlinuz-*"))[-1]
+    initrd = sorted(boot.glob("initrd.img-*"))[-1]
+    shutil.copy2(kernel, boot / "vmlinuz")
+    shutil.copy2(initrd, boot / "initrd.img")
+    (boot / "extlinux").mkdir(exist_ok=True)
+    (boot / "extlinux/extlinux.conf").write_text(extlinux_conf())
+
+
+def tree_bytes(tree: Path) -> int:
+    out = subprocess.run(["du", "-sb", str(tree)], check=True, capture_output=True, text=True).stdout
+    return int(out.split()[0])
+
+
+def make_disk(tree: Path, disk: Path) -> None:
+    size = disk_size_bytes(tree_bytes(tree))
+    with open(disk, "wb") as f:
+        f.truncate(size)
+    run(["sfdisk", "--quiet", str(disk)], input=sfdisk_script().encode())
+    run(mke2fs_argv(tree, disk, size))
+    # extlinux installs into a mounted file system; the loop device and mount live only here
+    with tempfile.TemporaryDirectory(prefix="lhimg-") as mnt:
+        loop = subprocess.run(["losetup", "--find", "--show", "--offset", str(PART_OFFSET), str(disk)],
+                              check=True, capture_output=True, text=True).stdout.strip()
+        try:
+            run(["mount", loop, mnt])
+            try:
+                run(["extlinux", "--install", f"{mnt}/boot/extlinux"], capture_output=True)
+            finally:
+                run(["umount", mnt])
+        finally:
+            run(["losetup", "--detach", loop])
+    mbr = Path("/usr/lib/syslinux/mbr/mbr.bin").read_bytes()
+    with open(disk, "r+b") as f:
+        f.write(mbr[:440])             # boot code only: the partition table stays
+
+
+def source_hash(files: list[str]) -> str:
+    """What the layer is made of: this checkout's files and the helpers built from them."""
+    h = hashlib.sha256()
+    extra = [str(p.relative_to(REPO)) for sub in ("build/bin", "build/lib") if (REPO / sub).is_dir()
+             for p in sorted((REPO / sub).iterdir()) if p.is_file()]
+    for rel in sorted(files) + extra:
+        h.update(rel.encode() + b"\0" + (REPO / rel).read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def up_to_date(out: Path, key: str, sources: str) -> bool:
+    try:
+        manifest = json.loads((out / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (manifest.get("base_key"), manifest.get("source_hash")) == (key, sources) and (out / "longhaul.raw").is_file()
+
+
+OUTPUTS = ("longhaul.raw", "vmlinuz", "initrd.img", "manifest.json")
+KEEP_BUILT = 3                      # finished images kept in the cache (newest first)
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:                  # another file system
+        shutil.copy2(src, dst)
+
+
+def from_cache(done: Path, out: Path) -> bool:
+    """A finished image of the same base and sources (another clone, an earlier build): hard
+    links, so it costs no space or time. The image is only ever read (VMs boot overlays of it)."""
+    if not all((done / f).is_file() for f in OUTPUTS):
+        return False
+    out.mkdir(parents=True, exist_ok=True)
+    for name in OUTPUTS:
+        (out / name).unlink(missing_ok=True)
+        _link_or_copy(done / name, out / name)
+    os.utime(done)
+    return True
+
+
+def to_cache(out: Path, done: Path) -> None:
+    tmp = done.with_name(done.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name in OUTPUTS:
+        _link_or_copy(out / name, tmp / name)
+    shutil.rmtree(done, ignore_errors=True)
+    tmp.rename(done)
+    built = sorted(done.parent.glob("image-*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in built[KEEP_BUILT:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def build(out: Path, cache: Path, force: bool = False) -> dict:
+    packages, requirements = image_packages(), python_requirements()
+    key, sources = base_key(packages, requirements), source_hash(checkout_files())
+    if not force and up_to_date(out, key, sources):
+        print(f"{out}: up to date (base {key}, sources {sources})", file=sys.stderr)
+        return json.loads((out / "manifest.json").read_text())
+    done = cache / f"image-{key}-{sources}"
+    if not force and from_cache(done, out):
+        print(f"{out}: from the cache {done}", file=sys.stderr)
+        return json.loads((out / "manifest.json").read_text())
+    t0 = time.monotonic()
+    base = build_base(cache, packages, requirements)
+    t_base = time.monotonic() - t0
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="lhimg-tree-", dir=cache) as tmp:
+        tree = Path(tmp) / "root"
+        tree.mkdir()
+        layer(base, tree)
+        (out / "manifest.json").unlink(missing_ok=True)      # a half-replaced image is never "up to date"
+        disk = out / "longhaul.raw.partial"
+        try:
+            make_disk(tree, disk)
+        except BaseException:
+            disk.unlink(missing_ok=True)
+            raise
+        shutil.copy2(tree / "boot/vmlinuz", out / "vmlinuz")
+        shutil.copy2(tree / "boot/initrd.img", out / "initrd.img")
+        kernel = sorted(p.name for p in (tree / "boot").glob("vmlinuz-*"))[-1].removeprefix("vmlinuz-")
+        disk.rename(out / "longhaul.raw")
+    manifest = {"format": 1, "suite": SUITE, "base_key": key, "source_hash": sources, "kernel": kernel,
+                "revision": git_revision(), "packages": packages, "python": requirements,
+                "kernel_append": KERNEL_APPEND, "root_label": ROOT_LABEL,
+                "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "seconds": {"base": round(t_base, 1), "total": round(time.monotonic() - t0, 1)}}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    to_cache(out, done)
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="longhaul-image", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=REPO / "build/image")
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    ap.add_argument("--force", action="store_true", help="rebuild the layer and disk even if up to date")
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("longhaul-image: needs root (mmdebstrap --mode=root, chroot, a loop mount)", file=sys.stderr)
+        return 2
+    manifest = build(args.out, args.cache, args.force)
+    print(json.dumps({k: manifest[k] for k in ("base_key", "kernel", "revision", "seconds")}))
+    print(args.out / "longhaul.raw")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
