@@ -163,9 +163,11 @@ class Runner:
         try:
             fleet.start()
         except BaseException as exc:
+            kept = self.out_root / f"qemu-{pid}-consoles"     # why a VM did not come up
+            fleet.keep_consoles(kept)
             fleet.close()
             if isinstance(exc, (TimeoutError, RuntimeError, OSError)):
-                raise RunError(f"qemu lab: {exc}") from exc
+                raise RunError(f"qemu lab: {exc} (VM consoles kept in {kept})") from exc
             raise
         try:
             self.progress.message("VMs up: " + ", ".join(f"{n} {s:g}s" for n, s in fleet.boot_seconds.items()))

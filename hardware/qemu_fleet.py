@@ -249,6 +249,7 @@ class VmFleet:
         self.boot_seconds: dict[str, float] = {}
         self.firstboot: dict[str, dict] = {}
         self.clock_steps_ms: dict[str, float] = {}
+        self._qemu: dict[str, object] = {}              # VM name -> its qemu Process
 
     def __enter__(self) -> "VmFleet":
         try:
@@ -326,7 +327,7 @@ class VmFleet:
         argv = qemu_argv(vm, overlay, seed_img, self.workdir / f"{vm.name}-console.log", self.accel, self.memory_mb)
         proc = self.ns_exec.start(argv, label=f"qemu {vm.name}", stderr=self.workdir / f"{vm.name}-qemu.err")
         self.cleanup.push(f"stop qemu {vm.name} (pid {proc.pid})", lambda: proc.stop(term_timeout=10))
-        self._procs_by_vm = {**getattr(self, "_procs_by_vm", {}), vm.name: proc}
+        self._qemu[vm.name] = proc
 
     def _wait_ready(self, t0: float) -> None:
         """Each VM is up when sshd answers on its management address and its first-boot report
@@ -335,7 +336,7 @@ class VmFleet:
         deadline = t0 + self.boot_timeout_s
         while waiting:
             for name, vm in list(waiting.items()):
-                proc = self._procs_by_vm[name]
+                proc = self._qemu[name]
                 if proc.poll() is not None:
                     raise RuntimeError(f"qemu {name} exited ({proc.poll()}): {proc.read_stderr()[-400:]}")
                 report = self._firstboot_report(name)
@@ -372,8 +373,10 @@ class VmFleet:
 
     def keep_consoles(self, dest: Path) -> None:
         """The VMs' serial consoles (kernel, first boot) beside the run's results."""
-        dest.mkdir(parents=True, exist_ok=True)
-        for log_file in self.workdir.glob("*-console.log"):
+        logs = sorted(self.workdir.glob("*-console.log"))
+        if logs:
+            dest.mkdir(parents=True, exist_ok=True)
+        for log_file in logs:
             shutil.copy2(log_file, dest / log_file.name)
 
     def close(self) -> list[str]:

@@ -86,3 +86,21 @@ def test_the_fleet_leaves_nothing_behind(vm_run):
     assert not list(tmp.glob("runs/.qemu-*"))
     ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     assert str(tmp) not in ps and "longhaul-qemu" not in ps
+
+
+def test_a_fleet_that_does_not_come_up_is_torn_down_with_its_consoles_kept(vm_run, tmp_path):
+    """A boot timeout (here 5 s: no VM is up by then) fails the run with exit 1, names the VMs,
+    keeps their serial consoles for the engineer and leaves no namespace, qemu or overlay."""
+    done, _, before = vm_run                     # after the full run, so the two never overlap
+    profile = (REPO / "profiles" / "vm-smoke.toml").read_text()
+    config = write_lab_config(tmp_path, profile, "vm-smoke")
+    config.write_text(config.read_text() + f'\n[lab]\nbackend = "qemu"\n[lab.qemu]\nimage = "{IMAGE}"\n'
+                      "boot_timeout_s = 5\n")
+    failed = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", "run", "--config", str(config)],
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert failed.returncode == 1, failed.stderr[-2000:]
+    assert "VMs not up after 5s (tcg)" in failed.stderr or "VMs not up after 5s (kvm)" in failed.stderr
+    kept = list(tmp_path.glob("runs/qemu-*-consoles/*-console.log"))
+    assert {p.name for p in kept} == {"S1-console.log", "R1-console.log", "R2-console.log", "D1-console.log"}
+    assert set(_namespaces()) <= before and not list(tmp_path.glob("runs/.qemu-*"))
+    assert str(tmp_path) not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
