@@ -251,17 +251,6 @@ class VmFleet:
         self.clock_steps_ms: dict[str, float] = {}
         self._qemu: dict[str, object] = {}              # VM name -> its qemu Process
 
-    def __enter__(self) -> "VmFleet":
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def start(self) -> None:
         image = self.image_dir / "longhaul.raw"
         if not image.is_file():

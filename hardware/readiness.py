@@ -297,18 +297,8 @@ def interpret_clock(done) -> tuple[str, str]:
     return WARN, "no NTP client answers" + (": " + "; ".join(said) if said else " (no timedatectl, chronyc or ntpq)")
 
 
-def offset_estimate(samples: list[tuple[float, str, float]]) -> float | None:
-    """The host's clock minus the controller's, in seconds, from clock_offset's samples (None when
-    the host gave no fine-grained time)."""
-    good = [(after - before, float(text) - (before + after) / 2) for before, text, after in samples
-            if re.match(r"^\d+\.\d+$", text.strip())]
-    return min(good)[1] if good else None
-
-
-def clock_offset(samples: list[tuple[float, str, float]]) -> tuple[str, str]:
-    """samples: (controller time before, the host's `date +%s.%N`, controller time after). The host
-    read its clock somewhere in between: the exchange with the shortest round trip bounds it best,
-    its midpoint is the estimate and half its round trip the uncertainty."""
+def _exchanges(samples: list[tuple[float, str, float]]) -> tuple[list[tuple[float, float]], bool]:
+    """(round trip, offset) of each readable exchange, and whether the host's date lacked %N."""
     good, coarse = [], False
     for before, text, after in samples:
         text = text.strip()
@@ -318,6 +308,21 @@ def clock_offset(samples: list[tuple[float, str, float]]) -> tuple[str, str]:
             else:
                 continue
         good.append((after - before, float(text) - (before + after) / 2))
+    return good, coarse
+
+
+def offset_estimate(samples: list[tuple[float, str, float]]) -> float | None:
+    """The host's clock minus the controller's, in seconds, from clock_offset's samples (None when
+    the host gave no fine-grained time)."""
+    good, coarse = _exchanges(samples)
+    return min(good)[1] if good and not coarse else None
+
+
+def clock_offset(samples: list[tuple[float, str, float]]) -> tuple[str, str]:
+    """samples: (controller time before, the host's `date +%s.%N`, controller time after). The host
+    read its clock somewhere in between: the exchange with the shortest round trip bounds it best,
+    its midpoint is the estimate and half its round trip the uncertainty."""
+    good, coarse = _exchanges(samples)
     if not good:
         shown = samples[0][1].strip()[:80] if samples else "nothing"
         return FAIL, f"could not read the host's clock (got {shown!r})"

@@ -80,54 +80,15 @@ def ssh_lab(tmp: Path, prefix: str, net: str, ports: tuple[int, ...] = (2222,)):
             sh("ip", "-n", ns, "addr", "add", addr, "dev", dev)
             sh("ip", "-n", ns, "link", "set", dev, "up")
             sh("ip", "-n", ns, "link", "set", "lo", "up")
-        for name in ("host_key", "user_key"):
-            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", tmp / name)
-        (tmp / "authorized_keys").write_text((tmp / "user_key.pub").read_text())
-        key_type, key_b64 = (tmp / "host_key.pub").read_text().split()[:2]
-        lab.host_key_line = f"[{host_ip}]:{ports[0]} {key_type} {key_b64}\n"
+        make_keys(tmp)
+        lab.host_key_line = known_hosts_line(tmp, host_ip, ports[0])
         (tmp / "known_hosts").write_text(lab.host_key_line)
-        port_lines = "".join(f"Port {p}\n" for p in ports)
-        (tmp / "sshd_config").write_text(f"""\
-ListenAddress {host_ip}
-{port_lines}HostKey {tmp}/host_key
-AuthorizedKeysFile {tmp}/authorized_keys
-PidFile {tmp}/sshd.pid
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-PermitRootLogin prohibit-password
-UsePAM no
-StrictModes no
-MaxStartups 30
-""")
-        if not Path("/run/sshd").exists():        # sshd's privilege-separation directory
-            os.mkdir("/run/sshd", 0o755)
-            made_privsep = True
-        log = open(tmp / "sshd.log", "w")
-        lab.sshd = subprocess.Popen(
-            ["ip", "netns", "exec", ns_b, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
-             "/usr/sbin/sshd", "-D", "-e", "-f", str(tmp / "sshd_config")],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
-
-        def listening() -> bool:
-            if lab.sshd.poll() is not None:
-                raise RuntimeError(f"sshd exited: {(tmp / 'sshd.log').read_text()}")
-            out = subprocess.run(["ip", "netns", "exec", ns_b, "ss", "-Hltn"], capture_output=True, text=True).stdout
-            return all(f"{host_ip}:{p}" in out for p in ports)
-
-        wait_until(listening, 15, interval=0.1, what="sshd to listen")
+        made_privsep = ensure_privsep()
+        lab.sshd = start_sshd(tmp, ns_b, "b", host_ip, ports)
         yield lab
     finally:
         if lab.sshd is not None:
-            try:
-                os.killpg(lab.sshd.pid, signal.SIGTERM)     # --kill-child takes the host's pid namespace
-                lab.sshd.wait(timeout=10)
-            except ProcessLookupError:
-                pass
-            except subprocess.TimeoutExpired:
-                os.killpg(lab.sshd.pid, signal.SIGKILL)
-                lab.sshd.wait(timeout=10)
+            stop_sshd(lab.sshd)
         for ns in created:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         if made_privsep:
@@ -153,14 +114,15 @@ def known_hosts_line(tmp: Path, address: str, port: int = 22) -> str:
     return f"{where} {key_type} {key_b64}\n"
 
 
-def start_sshd(tmp: Path, ns: str, name: str, address: str, port: int = 22) -> subprocess.Popen:
-    """sshd on address:port in namespace ns, as that host's init (own pid namespace), as ssh_lab()
-    starts it; the caller stops it with stop_sshd. /run/sshd must exist (ensure_privsep)."""
+def start_sshd(tmp: Path, ns: str, name: str, address: str, port: int | tuple[int, ...] = 22) -> subprocess.Popen:
+    """sshd on address:port(s) in namespace ns, as that host's init (own pid namespace); the caller
+    stops it with stop_sshd. /run/sshd must exist (ensure_privsep)."""
+    ports = (port,) if isinstance(port, int) else tuple(port)
+    port_lines = "".join(f"Port {p}\n" for p in ports)
     config = tmp / f"sshd_config-{name}"
     config.write_text(f"""\
 ListenAddress {address}
-Port {port}
-HostKey {tmp}/host_key
+{port_lines}HostKey {tmp}/host_key
 AuthorizedKeysFile {tmp}/authorized_keys
 PidFile {tmp}/sshd-{name}.pid
 PasswordAuthentication no
@@ -183,7 +145,7 @@ MaxStartups 30
             raise RuntimeError(f"sshd {name} exited: {(tmp / f'sshd-{name}.log').read_text()}")
         out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Hltn"], capture_output=True, text=True,
                              check=False).stdout
-        return f"{address}:{port}" in out
+        return all(f"{address}:{p}" in out for p in ports)
 
     wait_until(listening, 15, interval=0.1, what=f"sshd {name} to listen")
     return proc

@@ -146,7 +146,7 @@ def wait_for_links(seed: dict, timeout: float = 30.0) -> dict[str, str]:
         links = present_links()
         try:
             for iface in seed.get("interfaces", []):
-                dev = resolve(iface, links) if "mac" in iface else iface["match"]
+                dev = resolve(iface, links)
                 if dev not in links and iface.get("name") not in links:
                     raise SeedError(f"interface {dev} is not there (present: {sorted(links)})")
             return links
