@@ -336,8 +336,11 @@ def test_lab_ganesha_and_nfs_cp(tmp_path):
         assert [row["iteration"] for row in rows] == [0, 1]
         for row in rows:
             assert row["copies"] == 2 and set(row["per_client_mbps"]) == {"0", "1"}
-            # below the shaper's 1 Gbit (plus timer slack), and not stalled
-            assert 20 < row["sum_mbps"] < 1100, row
+            # Neither client outruns the 1 Gbit shaper (plus timer slack), nor do both together over the
+            # iteration's span; sum_mbps is no bound: a client that runs alone for part of the
+            # iteration gets the whole link (CI saw 678 + 452 Mb/s), see iteration_table.
+            assert all(20 < r < 1100 for r in row["per_client_mbps"].values()), row
+            assert 20 < row["span_mbps"] < 1100, row
             print(f"iteration {row['iteration']}: per client {row['per_client_mbps']} Mb/s, sum {row['sum_mbps']}")
         print(f"CCA of the NFS sockets (ccashim {'on' if shim else 'not built'}): {sorted(seen)}")
         if shim:
