@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as exc:
         print(f"longhaul: {exc}", file=sys.stderr)
         return 1
+    except Interrupted as exc:   # ops record / ops run: their teardown has run; written files stay
+        print(f"longhaul: {exc}; the lab is torn down, what was written so far is kept", file=sys.stderr)
+        return 1
 
 
 def _parser() -> argparse.ArgumentParser:

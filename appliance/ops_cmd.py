@@ -3,6 +3,7 @@
     longhaul ops evaluate DATASET [--json] [--w 5,10,...] [--folds 5] [--out RUN_DIR_OR_FILE]
     longhaul ops train DATASET --probing passive --w 10 --classifier knn --k 1 --out MODEL
     longhaul ops classify MODEL CSV_OF_RTT [--json] [--decision TOML]
+    longhaul ops merge OUT DATASET... [--probing passive,active]
 
 With --json, stdout carries exactly one JSON object (progress goes to stderr). Bad input is a
 ConfigError (exit 2) naming the file or option, the value and what is allowed.
@@ -52,6 +53,12 @@ def register(sub):
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--out", type=Path, required=True, metavar="MODEL")
     tr.set_defaults(func=cmd_train)
+
+    mg = osub.add_parser("merge", help="join recordings made under the same conditions into one dataset")
+    mg.add_argument("out", type=Path, help="dataset CSV to write (a .json sidecar goes beside)")
+    mg.add_argument("inputs", type=Path, nargs="+", metavar="DATASET")
+    mg.add_argument("--probing", help="keep only these probing modes (default: both)")
+    mg.set_defaults(func=cmd_merge)
 
     cl = osub.add_parser("classify", help="recognise the background from RTT values and decide the CCA")
     cl.add_argument("model", type=Path)
@@ -118,6 +125,26 @@ def _print_evaluation(result: dict) -> None:
         console.print(table)
     for skip in result["skipped"]:
         console.print(f"skipped {skip['probing']} w={skip['w']}: {skip['reason']}")
+
+
+def cmd_merge(args) -> int:
+    from ..collectors import ops_dataset
+
+    probings = _choice_list(args.probing, "--probing", PROBINGS) if args.probing else list(PROBINGS)
+    if any(Path(p).resolve() == Path(args.out).resolve() for p in args.inputs):
+        raise ConfigError(args.out, None, (), None, "an output that is not one of the inputs")
+    datasets = [_load_dataset(p) for p in args.inputs]
+    try:
+        rows, meta = ops_dataset.merge(datasets, probings)
+    except ops_dataset.DatasetError as exc:
+        raise ConfigError(exc.path, exc.line, exc.key, exc.value, exc.allowed) from exc
+    if not rows:
+        raise ConfigError(None, None, ("--probing",), args.probing, "modes that the inputs recorded")
+    ops_dataset.write(args.out, rows, meta)
+    minutes = ops_dataset.summary(ops_dataset.load(args.out))
+    print(f"dataset: {args.out} (" + "; ".join(
+        f"{mode}: " + ", ".join(f"{c} {m:.1f} min" for c, m in per.items()) for mode, per in minutes.items()) + ")")
+    return 0
 
 
 # ---- train and classify ------------------------------------------------------------------------

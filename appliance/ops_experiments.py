@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..collectors.metrics import jain, mbps
 from ..drivers import iperf3
-from .ops_lab import OpsLab, OpsLabFile
+from .ops_lab import OpsLab, OpsLabFile, active_plan
 from .store import now_iso, tool_versions
 from .tables import write_csv, write_json
 
@@ -35,7 +35,9 @@ def record_dataset(spec: OpsLabFile, ops: OpsLab, classes: dict[str, list[str]],
     raw.mkdir(parents=True, exist_ok=True)
     sidecar = {"format": "longhaul-ops-dataset", "version": 1, "recorded": now_iso(),
                "classes": classes, "modes": modes, "duration_s": spec.record.duration_s,
-               "warmup_s": spec.record.warmup_s, "lab": lab_conditions(spec, ops), "complete": False}
+               "warmup_s": spec.record.warmup_s, "lab": lab_conditions(spec, ops), "complete": False,
+               # bursts start on an absolute schedule from the first probe round (t_s = 0)
+               "active_cycle_s": active_plan(spec.active_profile)[0], "active_aligned": True}
     for mode in modes:
         for name, ccas in classes.items():
             run = f"{mode}-{name}"
@@ -48,6 +50,9 @@ def record_dataset(spec: OpsLabFile, ops: OpsLab, classes: dict[str, list[str]],
                 for client in clients:
                     client.stop()
             rows += [[name, mode, run, s.t_s, s.rtt_ms] for s in samples if s.rtt_ms is not None]
+            if mode == "active":
+                write_json(raw / f"bursts-{run}.json", {"columns": ["scheduled_s", "started_s", "cca"],
+                                                         "bursts": ops.last_bursts})
             write_csv(out_csv, DATASET_COLUMNS, rows)
             write_json(out_csv.with_suffix(".json"), sidecar)
     sidecar["complete"] = True
@@ -63,40 +68,52 @@ class SchemeResult:
     fg_on_s: float = 0.0
     decisions: list[dict] = field(default_factory=list)
     bg_mbps: float | None = None
+    completion_s: float | None = None   # from the first transfer's start to the last one's end, probes included
 
     @property
     def fg_mbps(self) -> float | None:
         return mbps(self.fg_bytes, self.fg_on_s)
 
 
-def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float, raw: Path, *, classify=None,
-               decide=None, w: int = 10, period_s: float = 30.0, active: bool = False, say=print) -> SchemeResult:
+MAX_FAILED_TRANSFERS = 3
+
+
+def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float | None, raw: Path, *,
+               total_bytes: int | None = None, classify=None, decide=None, w: int = 10, period_s: float = 30.0,
+               active: bool = False, say=print) -> SchemeResult:
     """One bar group of Figure 29: a background stream of `background`, a foreground that is
-    Fixed:CUBIC, Fixed:BBR, or Adaptive (probe w s -> classify -> decide -> transfer period_s,
-    until total_s of transfer). The background's throughput is averaged over the foreground's span."""
+    Fixed:CUBIC, Fixed:BBR, or Adaptive (probe w s -> classify -> decide -> transfer period_s),
+    until total_s seconds of transfer or, with total_bytes, until the transfer completes. The
+    background's throughput is averaged over the foreground's span."""
+    if (total_s is None) == (total_bytes is None):
+        raise ValueError("give exactly one of total_s or total_bytes")
     result = SchemeResult(background, scheme)
     warm = ops.spec.record.warmup_s
-    budget = total_s * (1.5 if scheme == "Adaptive" else 1) + warm + 60
+    budget = ops.seconds_for(total_s, total_bytes) * (1.5 if scheme == "Adaptive" else 1) + warm + 60
     clients = ops.start_background([background], budget, raw)
     bg_raw = raw / f"bg-{ops.spec.roles.background_pairs[0]}-{background}.json"
     try:
         time.sleep(warm)
         start = time.monotonic()
         if scheme.startswith("Fixed:"):
-            _add(result, ops.transfer(scheme.split(":")[1].lower(), total_s, raw / f"fg-{scheme}.json"))
+            _add(result, ops.transfer(scheme.split(":")[1].lower(), total_s, raw / f"fg-{scheme}.json", total_bytes))
         else:
-            step = 0
-            while result.fg_on_s < total_s - 1:
-                rtts = _probe_window(ops, w, active)
-                label = classify(rtts)
+            step = failed = 0
+            while not _complete(result, total_s, total_bytes):
+                label = classify(_probe_window(ops, w, active))
                 cca = decide(label)
-                chunk = min(period_s, total_s - result.fg_on_s)
-                res = ops.transfer(cca, chunk, raw / f"fg-adaptive-{step}.json")
+                seconds, size = _chunk(result, total_s, total_bytes, period_s)
+                res = ops.transfer(cca, seconds, raw / f"fg-adaptive-{step}.json", size)
                 _add(result, res)
+                failed = failed + 1 if res is None else 0
+                if failed >= MAX_FAILED_TRANSFERS:
+                    raise RuntimeError(f"{failed} foreground transfers in a row gave no iperf3 result "
+                                       f"(see {raw / f'fg-adaptive-{step}.json'})")
                 result.decisions.append({"t_s": round(time.monotonic() - start, 1), "class": label, "cca": cca,
                                          "mbps": None if res is None else mbps(res.bytes_received, res.seconds)})
                 say(f"  decision {step}: background looks like {label!r} -> {cca}")
                 step += 1
+        result.completion_s = round(time.monotonic() - start, 3)
         span = (start - warm, time.monotonic())
     finally:
         for client in clients:
@@ -105,14 +122,36 @@ def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float, raw: P
     return result
 
 
+def _complete(result: SchemeResult, total_s: float | None, total_bytes: int | None) -> bool:
+    if total_bytes is not None:
+        return result.fg_bytes >= total_bytes
+    return result.fg_on_s >= total_s - 1
+
+
+def _chunk(result: SchemeResult, total_s: float | None, total_bytes: int | None,
+           period_s: float) -> tuple[float | None, int | None]:
+    """The next adaptive transfer: (seconds, None) for a period, or (None, bytes) for the rest of a
+    sized transfer once the rate so far says it fits in a period."""
+    if total_bytes is None:
+        return min(period_s, total_s - result.fg_on_s), None
+    rest = total_bytes - result.fg_bytes
+    rate = result.fg_bytes / result.fg_on_s if result.fg_on_s > 0 else 0.0
+    if rate > 0 and rest / rate <= period_s:
+        return None, rest
+    return period_s, None
+
+
 def _probe_window(ops: OpsLab, w: int, active: bool) -> list[float]:
-    """w RTT values for the classifier: a probe round can be lost (every ping of a second dropped
-    under congestion), so probe on until the window is full, up to twice its length."""
-    rtts: list[float] = []
-    for _ in range(2):
-        rtts += [s.rtt_ms for s in ops.probe(w - len(rtts) + 1, active=active) if s.rtt_ms is not None]
-        if len(rtts) >= w:
-            return rtts[-w:]
+    """w RTT values for the classifier: rounds 0 .. w-1 of one probe, the phases the model's
+    windows had (with active probing the cycle starts at round 0). A probe round can be lost (every
+    ping of a second dropped under congestion); then the probe runs on, up to twice the window,
+    and the last w values are used."""
+    rtts = [s.rtt_ms for s in ops.probe(w + 1, active=active) if s.rtt_ms is not None]
+    if len(rtts) > w:
+        return rtts[:w]
+    rtts += [s.rtt_ms for s in ops.probe(w - len(rtts) + 1, active=active) if s.rtt_ms is not None]
+    if len(rtts) >= w:
+        return rtts[-w:]
     raise RuntimeError(f"the probe got only {len(rtts)} of {w} RTT values in {2 * w} s")
 
 
@@ -137,6 +176,7 @@ def _bg_over(path: Path, span: tuple[float, float], warm: float) -> float | None
 
 def fig29_entry(res: SchemeResult, paper: dict) -> dict:
     return {"background": res.background, "scheme": res.scheme, "fg_mbps": res.fg_mbps, "bg_mbps": res.bg_mbps,
+            "fg_bytes": res.fg_bytes, "completion_s": res.completion_s,
             "jain": jain([res.fg_mbps, res.bg_mbps]) if res.fg_mbps and res.bg_mbps else None,
             "decisions": res.decisions, "paper": paper}
 

@@ -14,7 +14,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from ..collectors.rtt_probe import RttProbe, RttSample
 from ..drivers import iperf3
@@ -41,6 +41,29 @@ FIRST_FREE_PORT = 5400
 class ActiveStep(Strict):
     cca: str = Field(pattern=r"^([a-z0-9_]+)$")    # "none" is a pause
     seconds: float = Field(gt=0, le=600)
+
+    @field_validator("seconds")
+    @classmethod
+    def _whole_burst(cls, v: float, info: ValidationInfo) -> float:
+        # iperf3 -t takes whole seconds; a fractional burst would overrun its slot in the cycle
+        if info.data.get("cca") != "none" and v != int(v):
+            raise ValueError("whole seconds for a burst (iperf3 -t takes whole seconds); a pause may be fractional")
+        return v
+
+
+def active_plan(profile: list[ActiveStep]) -> tuple[float, list[tuple[float, ActiveStep, int]]]:
+    """The cycle length and, per step, its offset in the cycle and the server slot of its bursts.
+
+    Each burst starts at its absolute time (t0 + cycle * n + offset) so the cycle never drifts
+    against the probe's one-second rounds, and windows of a whole number of cycles that start at
+    t0 always see the same phases. Each burst step has a server of its own: a burst's connection
+    set-up overlaps the previous burst's last fraction of a second."""
+    plan, offset, slot = [], 0.0, 0
+    for step in profile:
+        plan.append((offset, step, slot if step.cca != "none" else -1))
+        slot += step.cca != "none"
+        offset += step.seconds
+    return offset, plan
 
 
 class Roles(Strict):
@@ -85,6 +108,7 @@ class OpsLab:
         self._servers: dict[tuple[int, int], Process] = {}
         self._next_port = FIRST_FREE_PORT
         self.tag = new_run_id()[-6:]
+        self.last_bursts: list[tuple[float, float, str]] = []   # the last active probe's bursts
 
     def __enter__(self) -> "OpsLab":
         self.features = detect(delayline.helper_path())
@@ -137,67 +161,89 @@ class OpsLab:
                                                                 stdout=raw / f"bg-{pair}-{cca}.json"))
         return clients
 
-    def transfer(self, cca: str, seconds: float, raw: Path) -> iperf3.Result | None:
-        """A foreground transfer on its pair; None if iperf3 gave no result."""
+    def transfer(self, cca: str, seconds: float | None, raw: Path, bytes_: int | None = None) -> iperf3.Result | None:
+        """A foreground transfer on its pair, for `seconds` or of `bytes_`; None if iperf3 gave no result."""
         pair = self.spec.roles.foreground_pair
         self.server(pair, FG_PORT)
-        argv = iperf3.client_argv(f"D{pair}", FG_PORT, duration_s=seconds, cca=cca)
-        res = self.lab.executor(f"S{pair}").run(argv, timeout=seconds + 60, check=False)
+        argv = iperf3.client_argv(f"D{pair}", FG_PORT, duration_s=seconds, bytes_=bytes_, cca=cca)
+        res = self.lab.executor(f"S{pair}").run(argv, timeout=self.seconds_for(seconds, bytes_) + 60, check=False)
         raw.write_text(res.stdout)
         try:
             return iperf3.parse(res.stdout)
         except ValueError:
             return None
 
+    def seconds_for(self, seconds: float | None, bytes_: int | None) -> float:
+        """How long a transfer may take: its duration, or its bytes at a twentieth of the bottleneck."""
+        if seconds is not None:
+            return seconds
+        return bytes_ * 8 / (self.spec.topology.bottleneck_rate_mbps * 1e6 / 20)
+
     def probe(self, seconds: float, active: bool) -> list[RttSample]:
         """RTT time series from the probe pair, one value a second, optionally with active probing."""
         pair = self.spec.roles.probe_pair
         probe = RttProbe(self.lab.executor(f"S{pair}"), f"D{pair}", "burst")
         prober = ActiveProber(self, pair) if active else None
+        if prober:
+            prober.prepare()      # its servers listen before the clock starts: the first burst is on time
         t0 = time.monotonic()
         probe.start(t0)
         if prober:
-            prober.start()
+            prober.start(t0)
         try:
             time.sleep(seconds)   # the probe rounds themselves are paced by the probe's own clock
         finally:
             if prober:
                 prober.stop()
+                self.last_bursts = prober.started
             samples = probe.stop()
         return [s for s in samples if s.t_s < seconds]
 
 
 class ActiveProber:
-    """Cycles the active probing profile on the probe pair until stopped."""
+    """Cycles the active probing profile on the probe pair, on the probe's clock, until stopped."""
 
     def __init__(self, ops: OpsLab, pair: int):
         self.ops, self.pair = ops, pair
+        self.cycle_s, self.plan = active_plan(ops.spec.active_profile)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="active-prober", daemon=True)
-        self._port = 0
-        self._current: Process | None = None
+        self._ports: list[int] = []
+        self._running: dict[int, Process] = {}
+        self.t0 = 0.0
+        self.started: list[tuple[float, float, str]] = []   # (scheduled, actual) s after t0, cca
 
-    def start(self) -> None:
-        self._port = self.ops.fresh_port()
-        self.ops.server(self.pair, self._port)
+    def prepare(self) -> None:
+        slots = max((slot for _, _, slot in self.plan), default=-1) + 1
+        self._ports = [self.ops.fresh_port() for _ in range(slots)]
+        for port in self._ports:
+            self.ops.server(self.pair, port)
+
+    def start(self, t0: float) -> None:
+        self.t0 = t0
         self._thread.start()
 
     def _loop(self) -> None:
         sender = self.ops.lab.executor(f"S{self.pair}")
-        while not self._stop.is_set():
-            for step in self.ops.spec.active_profile:
-                if self._stop.is_set():
+        cycle = 0
+        while True:
+            for offset, step, slot in self.plan:
+                due = self.t0 + cycle * self.cycle_s + offset
+                if self._stop.wait(max(0.0, due - time.monotonic())):
                     return
-                if step.cca == "none":
-                    self._stop.wait(step.seconds)
+                if slot < 0:
                     continue
-                argv = iperf3.client_argv(f"D{self.pair}", self._port, duration_s=step.seconds, cca=step.cca)
-                self._current = sender.start(argv, label=f"active-{step.cca}")
-                while self._current.poll() is None and not self._stop.wait(0.05):
-                    pass
+                previous = self._running.get(slot)
+                if previous is not None and previous.poll() is None:
+                    previous.stop()      # a burst that overran a whole cycle is ended, not stacked
+                argv = iperf3.client_argv(f"D{self.pair}", self._ports[slot], duration_s=int(step.seconds),
+                                          cca=step.cca)
+                self._running[slot] = sender.start(argv, label=f"active-{step.cca}")
+                self.started.append((round(due - self.t0, 3), round(time.monotonic() - self.t0, 3), step.cca))
+            cycle += 1
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-        if self._current:
-            self._current.stop()
+        for proc in self._running.values():
+            proc.stop()

@@ -28,7 +28,10 @@ def add_parsers(ops_sub) -> None:
     run.add_argument("--decision", type=Path, default=Path("profiles/ops/decision.toml"))
     run.add_argument("--background", default="cubic,bbr", help="background streams to test against")
     run.add_argument("--schemes", default=",".join(SCHEMES))
-    run.add_argument("--duration", type=float, default=120.0, help="foreground transfer seconds per scheme")
+    size = run.add_mutually_exclusive_group()
+    size.add_argument("--duration", type=float, help="foreground transfer seconds per scheme (default 120)")
+    size.add_argument("--bytes", help="or a foreground transfer of this size per scheme, e.g. 2GB: the "
+                                      "scheme ends when it completes")
     run.add_argument("--period", type=float, default=30.0, help="adaptive: seconds of transfer between decisions")
     run.add_argument("--out", type=Path, default=Path("runs"), help="runs are stored below this directory")
     run.set_defaults(func=cmd_run)
@@ -69,16 +72,32 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..collectors.ops_decision import load_decision
-    from ..collectors.ops_model import classify, load_model
+    from ..collectors.ops_model import ModelError, classify, load_model
     from ..reports.render import write_report
     from .ops_experiments import PAPER_FIG29, fig29_entry, run_scheme, write_fig29
     from .ops_lab import OpsLab
+    from .schema import parse_size
     from .store import new_run_id, now_iso
     from .tables import write_json
 
     spec = _lab_spec(args.lab)
-    model = load_model(args.model)
-    decision = load_decision(args.decision)
+    try:
+        model = load_model(args.model)
+    except ModelError as exc:
+        raise ConfigError(args.model, None, ("--model",), None, str(exc).split(": ", 1)[-1]) from exc
+    decision = load_decision(args.decision, model.classes)   # every class the model can answer is mapped
+    total_bytes = None
+    if args.bytes is not None:
+        try:
+            total_bytes = parse_size(args.bytes)
+        except ValueError as exc:
+            raise ConfigError(None, None, ("--bytes",), args.bytes, str(exc)) from exc
+    elif args.duration is None:
+        args.duration = 120.0
+    if args.duration is not None and not args.duration >= 2:
+        raise ConfigError(None, None, ("--duration",), args.duration, "seconds, at least 2")
+    if not args.period >= 1:
+        raise ConfigError(None, None, ("--period",), args.period, "seconds, at least 1")
     schemes = [s for s in args.schemes.split(",") if s]
     if any(s not in SCHEMES for s in schemes):
         raise ConfigError(None, None, ("--schemes",), args.schemes, f"a subset of {', '.join(SCHEMES)}")
@@ -87,14 +106,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     entries = []
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     with OpsLab(spec, run_dir / "lab") as ops:
-        manifest = _manifest(run_dir, spec, ops, args, model)
+        manifest = _manifest(run_dir, spec, ops, args, model, total_bytes)
         write_json(run_dir / "manifest.json", manifest)
         write_json(run_dir / "summary.json", {"format": "longhaul-summary", "version": 1,
                                               "run_id": run_dir.name, "status": "running", "cells": []})
         for background in [b for b in args.background.split(",") if b]:
             for scheme in schemes:
                 say(f"background {background}, foreground {scheme}")
-                res = run_scheme(ops, background, scheme, args.duration, run_dir / "raw",
+                raw = run_dir / "raw" / f"{background}-{scheme.replace(':', '-').lower()}"
+                raw.mkdir(parents=True)   # each scheme's own: bg-1-<cca>.json would repeat
+                res = run_scheme(ops, background, scheme, args.duration, raw, total_bytes=total_bytes,
                                  classify=lambda rtts: classify(model, rtts), decide=decision.cca_for,
                                  w=model.w, period_s=args.period, active=model.probing == "active", say=say)
                 entries.append(fig29_entry(res, PAPER_FIG29.get((background, scheme), {})))
@@ -109,7 +130,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _manifest(run_dir: Path, spec, ops, args, model) -> dict:
+def _manifest(run_dir: Path, spec, ops, args, model, total_bytes: int | None) -> dict:
     from .ops_experiments import lab_conditions
     from .store import git_revision, now_iso
 
@@ -119,5 +140,5 @@ def _manifest(run_dir: Path, spec, ops, args, model) -> dict:
             "host": {"hostname": os.uname().nodename, "kernel": os.uname().release},
             "backend": "netns", "features": ops.features.as_dict(), "tools": lab_conditions(spec, ops)["tools"],
             "config": {"lab": str(args.lab), "model": str(args.model), "decision": str(args.decision),
-                       "duration_s": args.duration, "period_s": args.period},
+                       "duration_s": args.duration, "bytes": total_bytes, "period_s": args.period},
             "ops_lab": lab_conditions(spec, ops), "cells": []}

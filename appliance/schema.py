@@ -22,6 +22,18 @@ _SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
                "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
 
+def parse_size(value) -> int:
+    """A data size in bytes from an int or '2GB', '500MiB', '1e9'-free text such as '1500000000'."""
+    match = _SIZE.match(str(value)) if not isinstance(value, bool) else None
+    unit = match.group(2).lower() if match else None
+    if unit not in _SIZE_UNITS:
+        raise ValueError("bytes (2000000000) or a size with unit (2GB, 500MiB)")
+    size = int(float(match.group(1)) * _SIZE_UNITS[unit])
+    if size <= 0:
+        raise ValueError("a size above zero")
+    return size
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -219,4 +219,5 @@ def dataset_info(dataset: ops_dataset.Dataset) -> dict:
     digest = hashlib.sha256(dataset.path.read_bytes()).hexdigest()
     return {"path": str(dataset.path), "name": dataset.path.stem, "sha256": digest, "lab": dataset.lab,
             "classes": dataset.classes, "class_flows": ops_dataset.class_flows(dataset.meta["classes"]),
-            "minutes": ops_dataset.summary(dataset)}
+            "minutes": ops_dataset.summary(dataset), "sources": dataset.meta.get("sources"),
+            "active_aligned": bool(dataset.meta.get("active_aligned"))}

@@ -3,7 +3,8 @@
 A dataset is a CSV `<name>.csv` with the header `class,probing,run,t_s,rtt_ms` (one probe value
 per row) and a sidecar `<name>.json` with the lab conditions and the class definitions; the
 format is documented in docs/ops.md. A `run` is one continuous recording of one class in one
-probing mode: windows never span two runs, nor a gap in the probe's 1 s cadence inside a run.
+probing mode: windows never span two runs, nor a round the probe missed; they sit on the run's
+clock (window k is seconds k*w to k*w + w of the run).
 """
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ BACKGROUND_CLASSES: dict[str, list[str]] = {name: [cca for _, cca in flows] for 
 # The paper's names for the classes it names (§6.6 mentions "B1-C1" and "B1-B1").
 PAPER_LABELS = {"none": "no background", "cubic": "C1", "cubic2": "C1-C1", "bbr": "B1",
                 "bbr2": "B1-B1", "cubic_bbr": "B1-C1"}
-GAP_FACTOR = 1.5  # a step longer than 1.5 probe intervals is a gap: windows do not cross it
+# A probe round is numbered by the second it began in; one that starts up to a quarter interval
+# early still counts as its own second (rounds begin a few ms after their second, never much before).
+ROUND_SLACK = 0.25
 
 
 class DatasetError(ValueError):
@@ -251,12 +254,21 @@ def _check_w(w) -> int:
     return int(w)
 
 
-def segments(run: Run, interval_s: float = 1.0) -> list[np.ndarray]:
-    """The run's RTT values split wherever the probe missed samples (step > GAP_FACTOR intervals)."""
+def run_windows(run: Run, interval_s: float = 1.0, w: int = 1) -> np.ndarray:
+    """The run's windows on its own clock: window k holds probe rounds k*w .. k*w + w - 1 counted
+    from the run's start (t_s = 0), and only complete windows count. So a window never spans a
+    round the probe missed, and with active probing, whose cycle starts at t_s = 0, a window of a
+    whole number of cycles always sees the same phases. (n, w)."""
+    w = _check_w(w)
     if len(run.t_s) == 0:
-        return []
-    breaks = np.flatnonzero(np.diff(run.t_s) > GAP_FACTOR * interval_s) + 1
-    return np.split(run.rtt_ms, breaks)
+        return np.empty((0, w))
+    rounds = np.floor(np.asarray(run.t_s) / interval_s + ROUND_SLACK).astype(np.int64)
+    out = []
+    for k in np.unique(rounds // w):
+        members = np.flatnonzero(rounds // w == k)
+        if len(members) == w and len(np.unique(rounds[members])) == w:
+            out.append(run.rtt_ms[members])
+    return np.vstack(out) if out else np.empty((0, w))
 
 
 def build_xy(dataset: Dataset, probing: str, w: int) -> tuple[np.ndarray, np.ndarray]:
@@ -268,10 +280,9 @@ def build_xy(dataset: Dataset, probing: str, w: int) -> tuple[np.ndarray, np.nda
     for run in dataset.runs:
         if run.probing != probing:
             continue
-        for seg in segments(run, dataset.interval_s):
-            win = windows(seg, w)
-            xs.append(win)
-            ys.extend([run.cls] * len(win))
+        win = run_windows(run, dataset.interval_s, w)
+        xs.append(win)
+        ys.extend([run.cls] * len(win))
     if not xs:
         return np.empty((0, w)), np.asarray([], dtype=str)
     return np.vstack(xs), np.asarray(ys, dtype=str)
@@ -284,3 +295,56 @@ def summary(dataset: Dataset) -> dict:
         per = out.setdefault(run.probing, {})
         per[run.cls] = per.get(run.cls, 0.0) + len(run.rtt_ms) * dataset.interval_s / 60.0
     return out
+
+
+# ---- merging -----------------------------------------------------------------------------------
+
+# What two recordings must share to be one dataset: the lab's conditions and roles, the probe
+# and the classes. The active profile and its alignment must match too when active runs are kept.
+MERGE_KEYS = (("lab", "topology"), ("lab", "queue_bytes"), ("lab", "roles"), ("probe",), ("classes",))
+ACTIVE_KEYS = (("lab", "active_profile"), ("active_cycle_s",), ("active_aligned",))
+
+
+def _at(meta: dict, key: tuple):
+    for k in key:
+        meta = meta.get(k) if isinstance(meta, dict) else None
+    return meta
+
+
+def merge(datasets: list[Dataset], probings: Iterable[str] = PROBING) -> tuple[list[tuple], dict]:
+    """Rows and sidecar of one dataset holding the runs of several recordings made under the same
+    conditions (e.g. a long recording made in sessions). Runs keep their names, with `~N` (the
+    source's position) added where a name repeats; the sidecar lists the sources."""
+    probings = [p for p in PROBING if p in set(probings)]
+    first = datasets[0]
+    _same(datasets, MERGE_KEYS)
+    if "active" in probings:     # only the recordings that give active runs need the same profile
+        _same([d for d in datasets if "active" in d.probings()], ACTIVE_KEYS)
+    rows, seen = [], set()
+    for n, data in enumerate(datasets, start=1):
+        for run in data.runs:
+            if run.probing not in probings:
+                continue
+            name = run.run if run.run not in seen else f"{run.run}~{n}"
+            seen.add(name)
+            rows += [(run.cls, run.probing, name, t, v) for t, v in zip(run.t_s, run.rtt_ms)]
+    meta = {k: v for k, v in first.meta.items() if k not in ("recorded", "duration_s", "complete")}
+    meta["modes"] = probings
+    meta["sources"] = [src for d in datasets for src in d.meta.get("sources") or [
+        {"file": d.path.name, "recorded": d.meta.get("recorded"), "duration_s": d.meta.get("duration_s"),
+         "modes": [p for p in d.probings() if p in probings], "complete": d.meta.get("complete")}]]
+    # what the sidecar says of active probing comes from the sources whose active runs were kept
+    active = [d for d in datasets if "active" in d.probings()] if "active" in probings else []
+    meta["lab"] = dict(meta.get("lab") or {}, active_profile=_at(active[0].meta, ("lab", "active_profile"))
+                       if active else None)
+    for (key,) in ACTIVE_KEYS[1:]:
+        meta[key] = active[0].meta.get(key) if active else None
+    return rows, meta
+
+
+def _same(datasets: list[Dataset], keys) -> None:
+    for other in datasets[1:]:
+        for key in keys:
+            if _at(other.meta, key) != _at(datasets[0].meta, key):
+                raise DatasetError(sidecar_path(other.path), None, key, _at(other.meta, key),
+                                   f"the same as {sidecar_path(datasets[0].path)} ({_at(datasets[0].meta, key)!r}) to merge")

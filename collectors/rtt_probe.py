@@ -31,10 +31,14 @@ class RttSample:
 
 # one fping burst per second on the probe host, each stamped with the host's clock: one long-lived
 # process instead of a session per round (over SSH a handshake per second costs the sender's CPU
-# and, on a slow host, seconds: a VM under TCG managed one round in 2-3 s that way)
-_BURST_LOOP_SH = ('while :; do t=$(date +%s.%N); echo "T $t"; "$@" 2>&1; '
-                  'sleep "$(awk -v t="$t" -v n="$(date +%s.%N)" \'BEGIN { d = 1 - (n - t); '
-                  'if (d < 0) d = 0; printf "%.3f", d }\')"; done')
+# and, on a slow host, seconds: a VM under TCG managed one round in 2-3 s that way). Round k
+# starts at s + k on the loop's own grid: sleeping "1 s minus this round" drifted by the date,
+# awk and sleep start-up (7 ms a round here), so rounds slid against the seconds of the run and
+# against an active probing cycle. A round that overruns its second skips the missed starts.
+_BURST_LOOP_SH = ('s=$(date +%s.%N); k=0; while :; do echo "T $(date +%s.%N)"; "$@" 2>&1; '
+                  'r=$(awk -v s="$s" -v k="$k" -v n="$(date +%s.%N)" \'BEGIN { k = k + 1; '
+                  'if (s + k < n) k = int(n - s) + 1; printf "%d %.3f", k, s + k - n }\'); '
+                  'k=${r%% *}; sleep "${r#* }"; done')
 
 
 def burst_loop_argv(target: str) -> list[str]:

@@ -31,6 +31,11 @@ DETAIL_W = 10
 PAPER_FIG29_JAIN = {("cubic", "Fixed:BBR"): 0.62, ("cubic", "Adaptive"): 0.99,
                     ("bbr", "Fixed:CUBIC"): 0.60, ("bbr", "Adaptive"): 0.96}
 SCHEMES = ("Fixed:CUBIC", "Fixed:BBR", "Adaptive")
+# Seed 000's text on recognition: §7 "up to 85% accuracy" passive (Figure 23), "up to 0.96" active
+# (Figure 25a, 1-NN at w = 50), and active above passive "by between 7% (for w = 5) to 16% (for
+# w = 50)" (Figure 24a).
+PAPER_BEST = {"passive": "up to 85 (1-NN)", "active": "up to 96 (1-NN, w = 50)"}
+PAPER_GAP = {5: "+7", 50: "+16"}
 # Figure 26's four panels: (probing, k) of the 1/3/5-NN matrices.
 CONFUSION_PANELS = (("active", 1), ("active", 3), ("active", 5), ("passive", 1))
 
@@ -88,6 +93,7 @@ def _recognition(ev: dict) -> list[str]:
         out.append(_figure_html(_box_by_w(rows, probing), f"k-NN (DTW) accuracy over the folds per w "
                                 f"({probing} probing): Figure 25."))
         out.append(_accuracy_table(rows, probing))
+    out.append(_paper_table(results))
     details = [d for d in ev.get("details") or [] if isinstance(d, dict) and d.get("w") == DETAIL_W]
     out.append(_figure_html(_confusion_grid(details), f"Confusion matrices of the k-NN (DTW) at w = {DETAIL_W}, "
                             "out-of-fold predictions of all folds: Figure 26 (27a and 28a are its 1-NN panels)."))
@@ -99,7 +105,12 @@ def _setup_text(ds: dict, settings: dict) -> str:
     minutes = ds.get("minutes") or {}
     length = ", ".join(f"{p}: {sum(v.values()):.0f} min" for p, v in minutes.items()) or "length unknown"
     classes = ", ".join(ds.get("classes") or [])
-    return (f"Dataset <span class=\"mono\">{_e(ds.get('name', '?'))}</span> ({_e(length)}), classes "
+    sources = ds.get("sources") or []
+    made = f", merged from {len(sources)} recordings" if len(sources) > 1 else ""
+    if "active" in minutes:
+        made += ("; active bursts on the probe's clock (windows of whole cycles see the same phases)"
+                 if ds.get("active_aligned") else "; active bursts back to back (their cycle drifts against the windows)")
+    return (f"Dataset <span class=\"mono\">{_e(ds.get('name', '?'))}</span> ({_e(length)}{_e(made)}), classes "
             f"{_e(classes)}; lab {_e(_lab_text(ds.get('lab') or dict()))}. Stratified "
             f"{_e(settings.get('folds', '?'))}-fold cross-validation (shuffled, random_state "
             f"{_e(settings.get('random_state', '?'))}); DTW warping window {_e(settings.get('dtw_window', '?'))}; "
@@ -201,6 +212,34 @@ def _accuracy_table(rows, probing) -> str:
             f"<thead><tr><th>classifier</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
 
+def _best(rows) -> dict | None:
+    rows = [r for r in rows if _finite(r.get("accuracy_mean"))]
+    return max(rows, key=lambda r: r["accuracy_mean"]) if rows else None
+
+
+def _one_nn(results, probing: str, w: int) -> float | None:
+    return next((r["accuracy_mean"] for r in results if r.get("probing") == probing and r.get("classifier") == "knn"
+                 and r.get("k") == 1 and r.get("w") == w and _finite(r.get("accuracy_mean"))), None)
+
+
+def _paper_table(results: list[dict]) -> str:
+    """Ours beside what the paper's text states (its Figures 22-25 are images without values)."""
+    rows = []
+    for probing in ("passive", "active"):
+        best = _best([r for r in results if r.get("probing") == probing])
+        ours = f"{_pct(best['accuracy_mean'])} ({_e(best.get('label'))}, w = {best.get('w')})" if best else "–"
+        rows.append((f"best accuracy, {probing} probing", ours, PAPER_BEST[probing]))
+    for w in (5, 50):
+        a, p = _one_nn(results, "active", w), _one_nn(results, "passive", w)
+        gap = f"{100 * (a - p):+.1f} points" if a is not None and p is not None else "–"
+        rows.append((f"1-NN active minus passive, w = {w}", gap, PAPER_GAP[w]))
+    body = "".join(f"<tr><th scope=\"row\">{_e(what)}</th><td class=\"num\">{ours}</td>"
+                   f"<td class=\"num paper-inline\">{_e(paper)}</td></tr>" for what, ours, paper in rows)
+    return ("<table class=\"data\"><caption>Recognition: ours beside the paper's text (§6.6, §7; its accuracy "
+            "figures are images)</caption><thead><tr><th></th><th>ours (%)</th><th>paper</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>")
+
+
 def _pct(value) -> str:
     return f"{100 * value:.1f}" if _finite(value) else "–"
 
@@ -284,6 +323,7 @@ def _selection(data: dict, notes: list[str]) -> list[str]:
         f"<td class=\"num\">{_num(s.get('fg_mbps'), 1)}</td><td class=\"num\">{_num(s.get('bg_mbps'), 1)}</td>"
         f"<td class=\"num\"><strong>{_num(s.get('jain'))}</strong> <span class=\"paper-inline\">"
         f"(paper {_num(s['paper'].get('jain'))})</span></td>"
+        f"<td class=\"num\">{_num(s.get('completion_s'), 0)}</td>"
         f"<td class=\"num paper-inline\">{_num(s['paper'].get('fg_mbps'), 1)} / {_num(s['paper'].get('bg_mbps'), 1)}</td></tr>"
         for s in schemes)
     return ["<h3>Adaptive vs fixed protocol selection (Figure 29)</h3>",
@@ -291,8 +331,10 @@ def _selection(data: dict, notes: list[str]) -> list[str]:
                          "background and scheme, with the Jain index of the two; diamonds mark the paper's throughputs where "
                          "fig29.json gives them (the paper prints them only in the figure image)."),
             "<table class=\"data\"><caption>Figure 29: ours, with the paper's values in grey (its throughputs "
-            "are only in the figure image, so they show as –)</caption><thead><tr><th>background</th>"
-            "<th>scheme</th><th>FG Mb/s</th><th>BG Mb/s</th><th>Jain</th><th>paper FG / BG Mb/s</th></tr></thead>"
+            "are only in the figure image, so they show as –); FG Mb/s is over the foreground's transfer "
+            "seconds, and 'done in' includes the adaptive scheme's probing</caption><thead><tr><th>background</th>"
+            "<th>scheme</th><th>FG Mb/s</th><th>BG Mb/s</th><th>Jain</th><th>FG done in (s)</th>"
+            "<th>paper FG / BG Mb/s</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>"]
 
 

@@ -95,7 +95,7 @@ def test_windows_bad_w(w):
 
 
 def test_windows_never_span_two_runs(tmp_path):
-    rows = _rows(run="a", n=7) + _rows(run="b", n=7, t0=7) + _rows("bbr", run="c", n=10)
+    rows = _rows(run="a", n=7) + _rows(run="b", n=7) + _rows("bbr", run="c", n=10)
     data = ds.load(_write(tmp_path, rows))
     X, y = ds.build_xy(data, "passive", 5)
     # 7 + 7 points of cubic in two runs give two windows, not the two-and-a-bit of 14 points
@@ -108,6 +108,15 @@ def test_windows_never_span_a_probe_gap(tmp_path):
     data = ds.load(_write(tmp_path, rows))
     X, _ = ds.build_xy(data, "passive", 5)
     assert X.tolist() == [[150, 151, 152, 153, 154], [200, 201, 202, 203, 204]]
+
+
+def test_windows_sit_on_the_run_clock(tmp_path):
+    # rounds start a few ms into their second (one a little early); round 6 was lost: the window
+    # it falls in (5-9) is dropped and the next one still starts at second 10, in phase
+    t = [0.003, 1.002, 1.9, 3.004, 4.001, 5.002, 7.003, 8.001, 9.002, 10.004, 11.002, 12.003, 13.001, 14.002]
+    rows = [("cubic", "passive", "r1", ts, 100.0 + round(ts)) for ts in t]
+    X, _ = ds.build_xy(ds.load(_write(tmp_path, rows)), "passive", 5)
+    assert X.tolist() == [[100, 101, 102, 103, 104], [110, 111, 112, 113, 114]]
 
 
 # ---- validation --------------------------------------------------------------------------------
@@ -160,3 +169,59 @@ def test_missing_sidecar(tmp_path):
     path.write_text("class,probing,run,t_s,rtt_ms\n")
     with pytest.raises(ds.DatasetError, match="cannot read the sidecar"):
         ds.load(path)
+
+
+# ---- merging -----------------------------------------------------------------------------------
+
+def _lab(**over):
+    return {"topology": {"bottleneck_rate_mbps": 500, "rtt_ms": 128}, "queue_bytes": 6_000_000,
+            "roles": {"probe_pair": 4}, "active_profile": [{"cca": "cubic", "seconds": 5}], **over}
+
+
+def test_merge_keeps_every_run_and_renames_repeats(tmp_path):
+    a = ds.load(_write(tmp_path, _rows(run="passive-cubic") + _rows("bbr", "active", "active-bbr", n=10),
+                       ds.default_meta(_lab(), recorded="A", active_aligned=True), "a.csv"))
+    b = ds.load(_write(tmp_path, _rows(run="passive-cubic", rtt=160) + _rows("bbr", run="passive-bbr"),
+                       ds.default_meta(_lab(), recorded="B", active_aligned=True), "b.csv"))
+    rows, meta = ds.merge([a, b], ["passive"])
+    merged = ds.load(_write(tmp_path, rows, meta, "m.csv"))
+    assert sorted(r.run for r in merged.runs) == ["passive-bbr", "passive-cubic", "passive-cubic~2"]
+    assert merged.probings() == ["passive"]
+    # the two cubic runs stay apart: 7 points each give one w=5 window each, not two of 14
+    X, y = ds.build_xy(merged, "passive", 5)
+    assert sorted(y.tolist()) == ["bbr", "cubic", "cubic"] and {X[0][0], X[1][0]} <= {150, 160}
+    assert [s["recorded"] for s in meta["sources"]] == ["A", "B"] and "recorded" not in meta
+
+
+def test_merge_refuses_other_conditions(tmp_path):
+    a = ds.load(_write(tmp_path, _rows(), ds.default_meta(_lab()), "a.csv"))
+    b = ds.load(_write(tmp_path, _rows(), ds.default_meta(_lab(queue_bytes=3_000_000)), "b.csv"))
+    with pytest.raises(ds.DatasetError, match="queue_bytes") as err:
+        ds.merge([a, b], ["passive"])
+    assert err.value.path.name == "b.json"
+
+
+def test_merge_of_active_runs_needs_the_same_aligned_profile(tmp_path):
+    both = _rows() + _rows(probing="active", run="active-cubic")
+    a = ds.load(_write(tmp_path, both, ds.default_meta(_lab(), active_aligned=True), "a.csv"))
+    b = ds.load(_write(tmp_path, both, ds.default_meta(_lab()), "b.csv"))    # drifting prober
+    ds.merge([a, b], ["passive"])
+    with pytest.raises(ds.DatasetError, match="active_aligned"):
+        ds.merge([a, b], ["passive", "active"])
+
+
+def test_merge_in_steps_takes_active_runs_from_where_they_are(tmp_path):
+    # an old recording's passive runs, then a new one's active runs with the aligned profile
+    old = ds.load(_write(tmp_path, _rows() + _rows(probing="active", run="active-cubic"),
+                         ds.default_meta(_lab(active_profile=[{"cca": "bbr", "seconds": 9}]), recorded="old"), "old.csv"))
+    new = ds.load(_write(tmp_path, _rows(probing="active", run="active-cubic", rtt=170),
+                         ds.default_meta(_lab(), recorded="new", active_aligned=True, active_cycle_s=5), "new.csv"))
+    rows, meta = ds.merge([old], ["passive"])
+    passive = ds.load(_write(tmp_path, rows, meta, "passive.csv"))
+    rows, meta = ds.merge([passive, new], ["passive", "active"])
+    merged = ds.load(_write(tmp_path, rows, meta, "m.csv"))
+    assert sorted((r.probing, r.run, r.rtt_ms[0]) for r in merged.runs) == [
+        ("active", "active-cubic", 170.0), ("passive", "r1", 150.0)]
+    assert meta["active_aligned"] is True and meta["active_cycle_s"] == 5
+    assert meta["lab"]["active_profile"] == [{"cca": "cubic", "seconds": 5}]
+    assert [(s["recorded"], s["modes"]) for s in meta["sources"]] == [("old", ["passive"]), ("new", ["active"])]

@@ -115,6 +115,17 @@ def test_section_content(tmp_path, evaluation):
     assert "(paper 0.99)" in html
 
 
+def test_recognition_beside_the_paper(tmp_path, evaluation):
+    html = _section(_run_dir(tmp_path, evaluation))
+    table = re.search(r"<caption>Recognition: ours beside the paper.*?</table>", html, re.S).group(0)
+    best = max((r for r in evaluation["results"] if r["probing"] == "active"), key=lambda r: r["accuracy_mean"])
+    assert f"{100 * best['accuracy_mean']:.1f} ({best['label']}, w = {best['w']})" in table
+    assert "up to 85 (1-NN)" in table and "up to 96 (1-NN, w = 50)" in table
+    # the evaluation has no w = 5 or 50: our gaps are dashes beside the paper's +7 and +16
+    assert re.search(r"w = 5</th><td class=\"num\">–</td><td[^>]*>\+7<", table)
+    assert re.search(r"w = 50</th><td class=\"num\">–</td><td[^>]*>\+16<", table)
+
+
 def test_only_fig29(tmp_path):
     html = _section(_run_dir(tmp_path, fig29=FIG29))
     assert "Figure 29" in html and "Background recognition" not in html

@@ -51,3 +51,34 @@ def test_burst_probe_runs_one_round_a_second_in_one_process(tmp_path):
         gaps = [b.t_s - a.t_s for a, b in zip(samples, samples[1:])]
         assert all(0.9 < g < 1.3 for g in gaps), gaps                  # a 1 s grid on the host's clock
         assert not procs.pids()
+
+
+def _round_starts(command: list[str], seconds: float) -> list[float]:
+    """Start times of the burst loop's rounds, relative to the first, with `command` as the round."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from longhaul.collectors.rtt_probe import burst_loop_argv
+
+    argv = burst_loop_argv("D1")
+    argv = argv[:argv.index("sh", 1) + 1] + command        # the loop itself, another round command
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(seconds)
+    os.killpg(proc.pid, signal.SIGTERM)
+    stamps = [float(line[2:]) for line in proc.communicate(timeout=10)[0].splitlines() if line.startswith("T ")]
+    return [t - stamps[0] for t in stamps]
+
+
+def test_burst_loop_rounds_stay_on_a_one_second_grid():
+    # sleeping "1 s minus this round" drifted by the loop's own start-up costs, round after round
+    starts = _round_starts(["sleep", "0.3"], 8.5)
+    assert len(starts) >= 8
+    assert all(abs(t - k) < 0.15 for k, t in enumerate(starts)), starts
+
+
+def test_burst_loop_skips_the_starts_an_overrunning_round_missed():
+    starts = _round_starts(["sleep", "1.4"], 6.7)          # each round takes 1.4 s: rounds at 0, 2, 4, 6
+    assert len(starts) >= 3
+    assert all(abs(t - 2 * k) < 0.15 for k, t in enumerate(starts)), starts

@@ -1,0 +1,178 @@
+"""`longhaul ops record` in a real namespace lab: passive and active runs, the active cycle on the
+probe's clock, and what the probe sees of the background and of its own bursts.
+
+A scaled-down Overlay-1 (20 Mb/s, 40 ms, a 100 kB queue = 40 ms at the bottleneck) keeps the
+recording to about two minutes; the shipped dataset is recorded with profiles/ops/lab.toml."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lab_support import lab_skip_reason, our_namespaces, requires_lab
+from longhaul.collectors import ops_dataset
+
+LAB = """
+[topology]
+pairs = 4
+access_rate_mbps = 100
+bottleneck_rate_mbps = 20
+rtt_ms = 40
+queue = "100kB"
+mtu = 1500
+
+[roles]
+background_pairs = [1, 2]
+foreground_pair = 3
+probe_pair = 4
+
+[record]
+duration_s = 24
+warmup_s = 4
+
+[[active_profile]]
+cca = "cubic"
+seconds = 3
+
+[[active_profile]]
+cca = "bbr"
+seconds = 3
+
+[[active_profile]]
+cca = "none"
+seconds = 6
+"""
+CYCLE_S = 12
+
+
+def _cli(*args, cwd=None, timeout=380) -> subprocess.CompletedProcess:
+    res = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", *map(str, args)], cwd=cwd,
+                         capture_output=True, text=True, timeout=timeout)
+    print(res.stderr[-3000:])
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """none and cubic, passive and active: about two minutes of lab time, shared by the tests."""
+    if lab_skip_reason():
+        pytest.skip(lab_skip_reason())
+    tmp = tmp_path_factory.mktemp("ops-record")
+    lab = tmp / "lab.toml"
+    lab.write_text(LAB)
+    before = our_namespaces()
+    _cli("ops", "record", "--lab", lab, "--out", tmp / "ds.csv", "--classes", "none,cubic",
+         "--probing", "passive,active")
+    assert our_namespaces() == before
+    return tmp
+
+
+@requires_lab
+@pytest.mark.lab
+@pytest.mark.timeout(400)
+def test_record_passive_and_active(recorded):
+    tmp_path, out = recorded, recorded / "ds.csv"
+    data = ops_dataset.load(out)
+    meta = json.loads(ops_dataset.sidecar_path(out).read_text())
+    assert meta["complete"] and meta["active_aligned"] and meta["active_cycle_s"] == CYCLE_S
+    runs = {r.run: r for r in data.runs}
+    assert sorted(runs) == ["active-cubic", "active-none", "passive-cubic", "passive-none"]
+    for run in runs.values():
+        assert len(run.rtt_ms) >= 21, (run.run, len(run.rtt_ms))   # one round a second, few lost
+    means = {name: float(np.mean(r.rtt_ms)) for name, r in runs.items()}
+    print("mean RTT (ms):", means)
+
+    # passive, idle: the path's 40 ms; a CUBIC background keeps the 40 ms queue partly full
+    assert 38 <= means["passive-none"] <= 46, means
+    assert means["passive-cubic"] >= means["passive-none"] + 8, means
+
+    # active: every burst started on its absolute schedule (t0 + 12 s * n + offset), three a cycle
+    for name in ("active-none", "active-cubic"):
+        bursts = json.loads((tmp_path / "ds-raw" / f"bursts-{name}.json").read_text())["bursts"]
+        assert [c for _, _, c in bursts[:2]] == ["cubic", "bbr"] and len(bursts) >= 4, bursts
+        late = [started - scheduled for scheduled, started, _ in bursts]
+        assert all(0 <= d < 0.5 for d in late), bursts
+        assert {round(s) % CYCLE_S for s, _, _ in bursts} == {0, 3}
+
+    # ... and so the probe's own bursts show in phase: with no background, the seconds of the
+    # bursts carry queueing delay and the second half of the pause is back at the path's RTT
+    run = runs["active-none"]
+    phase = np.floor(run.t_s + ops_dataset.ROUND_SLACK).astype(int) % CYCLE_S
+    burst = run.rtt_ms[(phase >= 1) & (phase <= 6)]
+    quiet = run.rtt_ms[phase >= 9]
+    print(f"active-none: burst seconds {burst.mean():.1f} ms, late pause {quiet.mean():.1f} ms")
+    assert quiet.mean() <= means["passive-none"] + 4
+    assert burst.mean() >= quiet.mean() + 8
+
+
+DECISION = """
+[decision.map]
+none = "cubic"
+cubic = "bbr"
+"""
+
+
+@requires_lab
+@pytest.mark.lab
+@pytest.mark.timeout(400)
+def test_train_and_run_fixed_and_adaptive(recorded):
+    """A model trained on the recording drives the adaptive foreground against a CUBIC background.
+    The decision maps cubic to BBR (not Figure 12's rule) so a right recognition is visible."""
+    model, decision = recorded / "m.npz", recorded / "decision.toml"
+    decision.write_text(DECISION)
+    _cli("ops", "train", recorded / "ds.csv", "--probing", "passive", "--w", 4, "--out", model)
+    before = our_namespaces()
+    res = _cli("ops", "run", "--lab", recorded / "lab.toml", "--model", model, "--decision", decision,
+               "--background", "cubic", "--schemes", "Fixed:CUBIC,Adaptive", "--duration", 10, "--period", 5,
+               "--out", recorded / "runs")
+    assert our_namespaces() == before
+    run_dir = Path(res.stdout.strip().splitlines()[-1])
+    fig29 = json.loads((run_dir / "ops" / "fig29.json").read_text())["schemes"]
+    assert [(s["background"], s["scheme"]) for s in fig29] == [("cubic", "Fixed:CUBIC"), ("cubic", "Adaptive")]
+    for s in fig29:
+        print(s["scheme"], s["fg_mbps"], s["bg_mbps"], s["jain"], s["decisions"])
+        # both get a share of the 20 Mb/s bottleneck; with a fixed foreground they share the same
+        # seconds, while the adaptive one is off during its probes (the background's mean covers them)
+        assert 1 < s["fg_mbps"] <= 22 and 1 < s["bg_mbps"] <= 22, s
+        if s["scheme"] == "Fixed:CUBIC":
+            assert s["fg_mbps"] + s["bg_mbps"] <= 22, s
+        assert 0.5 <= s["jain"] <= 1
+    adaptive = fig29[1]["decisions"]
+    assert len(adaptive) == 2 and all(d["class"] in ("none", "cubic") for d in adaptive)
+    # the recognition holds up: a CUBIC stream fills the queue the idle class never sees
+    assert [d["cca"] for d in adaptive].count("bbr") >= 1, adaptive
+    assert all(d["cca"] == {"none": "cubic", "cubic": "bbr"}[d["class"]] for d in adaptive)
+    for scheme in ("cubic-fixed-cubic", "cubic-adaptive"):
+        assert (run_dir / "raw" / scheme / "bg-1-cubic.json").is_file()
+    assert (run_dir / "report.html").is_file()
+
+
+@requires_lab
+@pytest.mark.lab
+@pytest.mark.timeout(200)
+def test_an_interrupted_recording_keeps_its_finished_classes(tmp_path):
+    lab = tmp_path / "lab.toml"
+    lab.write_text(LAB.replace("duration_s = 24", "duration_s = 6").replace("warmup_s = 4", "warmup_s = 1"))
+    out = tmp_path / "ds.csv"
+    before = our_namespaces()
+    proc = subprocess.Popen([sys.executable, "-m", "longhaul.appliance.cli", "ops", "record", "--lab", str(lab),
+                             "--out", str(out), "--classes", "none,cubic", "--probing", "passive"],
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    seen = []
+    for line in proc.stderr:      # the recorder says when each class starts
+        seen.append(line)
+        if line.startswith("recording passive-cubic"):
+            break
+    proc.terminate()
+    err = "".join(seen) + proc.stderr.read()
+    assert proc.wait(timeout=60) == 1, err
+    assert "interrupted by signal SIGTERM" in err and "Traceback" not in err, err
+    assert our_namespaces() == before
+    data = ops_dataset.load(out)
+    assert [r.run for r in data.runs] == ["passive-none"] and len(data.runs[0].rtt_ms) >= 5
+    assert json.loads(ops_dataset.sidecar_path(out).read_text())["complete"] is False
