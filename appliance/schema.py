@@ -14,8 +14,6 @@ from ..drivers.tools import tool_for
 
 NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,31}$"
 BUFFER_NAMES = ("default", "normal", "large")
-# Seed 001 section 2: default ~244 KB (left to the kernel), normal 256 MB, large 1 GB.
-BUFFER_BYTES = {"normal": 256 * 2**20, "large": 2**30}
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*$")
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,

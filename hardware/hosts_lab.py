@@ -327,7 +327,7 @@ def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
 def preflight(inventory, inventory_path, pairs: int, wants, via=None) -> HostsFeatures:
     """Readiness (longhaul check --inventory's checks) of the machines this run uses, plus the
     facts the plan needs. Raises RuntimeError naming every failed check; warnings are kept."""
-    from ..appliance.check_inventory import check_host
+    from .host_checks import check_host
 
     problems: list[str] = []
     if pairs > len(inventory.pairs):

@@ -273,7 +273,7 @@ class VmFleet:
         """A VM's clock starts from the emulated RTC (1 s steps) and lags while it boots slowly;
         there is no NTP server on the fleet's network, so each VM's clock is stepped once to this
         machine's, by the offset measured over SSH (min-RTT exchange), and the step recorded."""
-        from ..appliance.check_inventory import measure_offset
+        from .host_checks import measure_offset
         from .inventory import load_inventory
         from .readiness import offset_estimate
 

@@ -3,7 +3,7 @@ output means.
 
 Pure: this module only builds argv lists (what to run on a host, by its role and OS) and reads
 their Completed (returncode, stdout, stderr) into (status, detail), status one of ok | warn | fail.
-Running them over SSH is appliance/check_inventory.py's job. Every argv that carries a name from
+Running them over SSH is hardware/host_checks.py's job. Every argv that carries a name from
 the inventory or a profile (a tool, an interface, a CCA) passes it as a positional argument of a
 fixed `sh -c` script, never interpolated into the script text.
 

@@ -7,7 +7,8 @@ are raised; the sockets still autotune up to them (iperf3 gets -w only for expli
 
 from __future__ import annotations
 
-from ..appliance.schema import BUFFER_BYTES
+# Seed 001 section 2: default ~244 KB (left to the kernel), normal 256 MB, large 1 GB.
+BUFFER_BYTES = {"normal": 256 * 2**20, "large": 2**30}
 
 
 def buffer_limit(buffer) -> int | None:

@@ -24,6 +24,7 @@ import pytest
 from longhaul.appliance import check_inventory as ci
 from longhaul.appliance.errors import ConfigError
 from longhaul.hardware import readiness as r
+from longhaul.hardware.host_checks import CONNECT_TIMEOUT_S
 from longhaul.hardware.executor import Completed, NetnsExecutor, ProcessTable
 from longhaul.hardware.inventory import load_inventory
 from ssh_lab import lab_skip_reason, ssh_lab
@@ -326,7 +327,7 @@ def test_failures_are_named_and_unreachable_hosts_fail_fast(lab):
     got = rows_by(rows)
     from rich.console import Console
     Console(width=200, file=sys.stderr).print(ci.table(rows, "broken lab"))
-    assert took < ci.CONNECT_TIMEOUT_S + 15, took                  # hosts in parallel, short connect timeout
+    assert took < CONNECT_TIMEOUT_S + 15, took                  # hosts in parallel, short connect timeout
     assert got[("S1", "host key")][0] == "ok" and got[("S1", "os")][0] == "ok"
     assert got[("S1", "link vb")][0] in ("ok", "warn")              # veth: 10000 when up, or unknown
     assert got[("S1", "link eno9")] == ("fail", "no such interface on this host")
