@@ -162,7 +162,7 @@ class HostsLab:
         self._allowed = allowed
         self.path_rtt_ms: float | None = None
         self.plan = hosts_plan(topo, settings, allowed, self.netem)
-        self.record = {"backend": "ssh", "inventory": features.inventory, "tag": topo.tag,
+        self.record = {"backend": "qemu" if features.vm_lab else "ssh", "inventory": features.inventory, "tag": topo.tag,
                        "hosts": {lab: {"machine": m, "management": inventory.host(m).management}
                                  for lab, m in names.items()}}
 

@@ -312,7 +312,7 @@ def test_longhaul_run_over_ssh_leaves_the_hosts_as_found(real_lab, tmp_path):
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["backend"] == "ssh" and manifest["features"]["inventory"] == str(real_lab.inventory)
     (record,) = manifest["host_tuning"]
-    assert record["restored"] is True, record
+    assert record["restored"] is True and record["backend"] == "ssh", record
     assert record["hosts"]["S1"]["sysctl"]["applied"]["net.ipv4.tcp_no_metrics_save"] == "1"
     assert record["hosts"]["R2"]["sysctl"]["before"] == {"net.ipv4.ip_forward": "0"}
     assert record["hosts"]["R2"]["sysctl"]["after"] == {"net.ipv4.ip_forward": "0"}
