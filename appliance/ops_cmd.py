@@ -89,14 +89,43 @@ def cmd_evaluate(args) -> int:
                                    progress=lambda m: print(f"ops evaluate: {m}", file=sys.stderr))
     if args.out:
         path = evaluation_path(args.out)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".json" and path == Path(args.out):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            _ensure_run_dir(Path(args.out), args)
         path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(f"evaluation: {path}", file=sys.stderr)
+        if path != Path(args.out):      # a run directory: its report gets the OPS section
+            from ..reports.render import write_report
+            for written in write_report(Path(args.out), ("html", "pdf")):
+                print(f"report: {written}", file=sys.stderr)
     if args.json:
         print(json.dumps(result))
     else:
         _print_evaluation(result)
     return 0
+
+
+def _ensure_run_dir(run_dir: Path, args) -> None:
+    """An evaluation written to a new directory makes it a run directory of its own (manifest and
+    summary, no trials) so `longhaul report` renders it; an existing run (an `ops run`) keeps its."""
+    import os
+
+    from .store import git_revision, now_iso
+    from .tables import write_json
+
+    if (run_dir / "manifest.json").is_file():
+        return
+    (run_dir / "ops").mkdir(parents=True, exist_ok=True)
+    now = now_iso()
+    write_json(run_dir / "manifest.json", {
+        "format": "longhaul-run", "version": 1, "run_id": run_dir.name, "started": now, "finished": now,
+        "status": "complete", "kind": "ops-evaluation", "longhaul": git_revision(Path(__file__).resolve().parent.parent),
+        "host": {"hostname": os.uname().nodename, "kernel": os.uname().release},
+        "config": {"dataset": str(args.dataset), "w": args.w, "folds": args.folds, "classifiers": args.classifiers,
+                   "k": args.k, "seed": args.seed}, "cells": []})
+    write_json(run_dir / "summary.json", {"format": "longhaul-summary", "version": 1, "run_id": run_dir.name,
+                                          "status": "complete", "cells": []})
 
 
 def evaluation_path(out: Path) -> Path:

@@ -103,7 +103,7 @@ def _recognition(ev: dict) -> list[str]:
 
 def _setup_text(ds: dict, settings: dict) -> str:
     minutes = ds.get("minutes") or {}
-    length = ", ".join(f"{p}: {sum(v.values()):.0f} min" for p, v in minutes.items()) or "length unknown"
+    length = "; ".join(f"{p}: {_per_class(v)} min per class" for p, v in minutes.items() if v) or "length unknown"
     classes = ", ".join(ds.get("classes") or [])
     sources = ds.get("sources") or []
     made = f", merged from {len(sources)} recordings" if len(sources) > 1 else ""
@@ -115,6 +115,11 @@ def _setup_text(ds: dict, settings: dict) -> str:
             f"{_e(settings.get('folds', '?'))}-fold cross-validation (shuffled, random_state "
             f"{_e(settings.get('random_state', '?'))}); DTW warping window {_e(settings.get('dtw_window', '?'))}; "
             f"k-NN ties go to the {_e(settings.get('tie_break', 'nearest neighbour'))}.")
+
+
+def _per_class(minutes: dict) -> str:
+    low, high = min(minutes.values()), max(minutes.values())
+    return f"{low:.1f}" if high - low < 0.05 else f"{low:.1f}-{high:.1f}"
 
 
 def _lab_text(lab: dict) -> str:

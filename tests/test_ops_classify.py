@@ -121,6 +121,20 @@ def test_evaluate_json_shape(dataset_path, capsys, tmp_path):
         assert (r["k"] is None) == (r["classifier"] == "gnb")
     stored = json.loads((tmp_path / "run" / "ops" / "evaluation.json").read_text())
     assert stored["results"] == out["results"]
+    # the new directory became a run of its own, with a report that has the OPS section and no
+    # empty trial tables
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["kind"] == "ops-evaluation" and manifest["config"]["dataset"] == str(dataset_path)
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert 'id="ops"' in html and 'id="verification"' not in html
+    assert (tmp_path / "run" / "report.pdf").stat().st_size > 10_000
+
+
+def test_evaluate_into_a_json_file(dataset_path, tmp_path):
+    assert main(["ops", "evaluate", str(dataset_path), "--w", "20", "--classifiers", "gnb",
+                 "--out", str(tmp_path / "e" / "ev.json")]) == 0
+    assert json.loads((tmp_path / "e" / "ev.json").read_text())["results"]
+    assert sorted(p.name for p in (tmp_path / "e").iterdir()) == ["ev.json"]
 
 
 def test_evaluate_tables(dataset_path, capsys):
