@@ -93,6 +93,9 @@ def _recognition(ev: dict) -> list[str]:
         out.append(_figure_html(_box_by_w(rows, probing), f"k-NN (DTW) accuracy over the folds per w "
                                 f"({probing} probing): Figure 25."))
         out.append(_accuracy_table(rows, probing))
+        out.append(_accuracy_table(rows, probing, "decision_accuracy",
+                                   "Decision accuracy: windows whose predicted class leads to the same congestion "
+                                   f"control as the true one ({_mapping_text(settings.get('decision'))})"))
     out.append(_paper_table(results))
     details = [d for d in ev.get("details") or [] if isinstance(d, dict) and d.get("w") == DETAIL_W]
     out.append(_figure_html(_confusion_grid(details), f"Confusion matrices of the k-NN (DTW) at w = {DETAIL_W}, "
@@ -115,6 +118,15 @@ def _setup_text(ds: dict, settings: dict) -> str:
             f"{_e(settings.get('folds', '?'))}-fold cross-validation (shuffled, random_state "
             f"{_e(settings.get('random_state', '?'))}); DTW warping window {_e(settings.get('dtw_window', '?'))}; "
             f"k-NN ties go to the {_e(settings.get('tie_break', 'nearest neighbour'))}.")
+
+
+def _mapping_text(decision) -> str:
+    if not isinstance(decision, dict) or not decision:
+        return "Figure 12"
+    by_cca: dict[str, list[str]] = {}
+    for cls, cca in decision.items():
+        by_cca.setdefault(str(cca), []).append(str(cls))
+    return "Figure 12: " + "; ".join(f"{', '.join(c)} -> {cca}" for cca, c in by_cca.items())
 
 
 def _per_class(minutes: dict) -> str:
@@ -202,19 +214,27 @@ def _box_by_w(rows, probing) -> str | None:
         return _titled(_to_svg(fig, f"ops-boxw-{probing}"), title)
 
 
-def _accuracy_table(rows, probing) -> str:
+def _accuracy_table(rows, probing, key: str = "accuracy", caption: str = "Accuracy") -> str:
+    rows = [r for r in rows if f"{key}_mean" in r]
+    if not rows:
+        return ""
     ws = sorted({r["w"] for r in rows if isinstance(r.get("w"), int)})
     labels = list(dict.fromkeys(r.get("label") for r in rows))
     head = "".join(f"<th>w={w}</th>" for w in ws)
     body = []
     for label in labels:
         cells = {r["w"]: r for r in rows if r.get("label") == label}
-        tds = "".join(f"<td class=\"num\">{_pct(cells[w].get('accuracy_mean'))}"
-                      f"<span class=\"n\"> ±{_pct(cells[w].get('accuracy_std'))}</span></td>"
+        tds = "".join(f"<td class=\"num\">{_pct(cells[w].get(f'{key}_mean'))}"
+                      f"<span class=\"n\"> ±{_pct(_std(cells[w], key))}</span></td>"
                       if w in cells else "<td class=\"num\">–</td>" for w in ws)
         body.append(f"<tr><th scope=\"row\">{_e(label)}</th>{tds}</tr>")
-    return (f"<table class=\"data\"><caption>Accuracy (%), mean ± std over folds, {_e(probing)} probing</caption>"
-            f"<thead><tr><th>classifier</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+    return (f"<table class=\"data\"><caption>{_e(caption)} (%), mean ± std over folds, {_e(probing)} probing"
+            f"</caption><thead><tr><th>classifier</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def _std(row: dict, key: str):
+    folds = [a for a in row.get(f"{key}_folds") or [] if _finite(a)]
+    return row.get(f"{key}_std", float(np.std(folds)) if folds else None)
 
 
 def _best(rows) -> dict | None:

@@ -115,6 +115,14 @@ def test_section_content(tmp_path, evaluation):
     assert "(paper 0.99)" in html
 
 
+def test_decision_accuracy_table(tmp_path, evaluation):
+    html = _section(_run_dir(tmp_path, evaluation))
+    assert "Decision accuracy: windows whose predicted class leads to the same congestion control" in html
+    assert "none, cubic, cubic2 -&gt; cubic; bbr, bbr2, cubic_bbr -&gt; bbr" in html
+    r = evaluation["results"][0]
+    assert r["decision_accuracy_mean"] >= r["accuracy_mean"]      # a right class is always a right decision
+
+
 def test_recognition_beside_the_paper(tmp_path, evaluation):
     html = _section(_run_dir(tmp_path, evaluation))
     table = re.search(r"<caption>Recognition: ours beside the paper.*?</table>", html, re.S).group(0)
