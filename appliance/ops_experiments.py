@@ -42,7 +42,9 @@ def record_dataset(spec: OpsLabFile, ops: OpsLab, classes: dict[str, list[str]],
         for name, ccas in classes.items():
             run = f"{mode}-{name}"
             say(f"recording {run}: background {ccas or 'none'} for {spec.record.duration_s:g} s")
-            clients = ops.start_background(ccas, spec.record.warmup_s + spec.record.duration_s + 10, raw) if ccas else []
+            run_raw = raw / run            # each run's own: bg-1-cubic.json would repeat across classes
+            run_raw.mkdir(exist_ok=True)
+            clients = ops.start_background(ccas, spec.record.warmup_s + spec.record.duration_s + 10, run_raw) if ccas else []
             try:
                 time.sleep(spec.record.warmup_s)
                 samples = ops.probe(spec.record.duration_s, active=(mode == "active"))
@@ -51,8 +53,8 @@ def record_dataset(spec: OpsLabFile, ops: OpsLab, classes: dict[str, list[str]],
                     client.stop()
             rows += [[name, mode, run, s.t_s, s.rtt_ms] for s in samples if s.rtt_ms is not None]
             if mode == "active":
-                write_json(raw / f"bursts-{run}.json", {"columns": ["scheduled_s", "started_s", "cca"],
-                                                         "bursts": ops.last_bursts})
+                write_json(run_raw / "bursts.json", {"columns": ["scheduled_s", "started_s", "cca"],
+                                                     "bursts": ops.last_bursts})
             write_csv(out_csv, DATASET_COLUMNS, rows)
             write_json(out_csv.with_suffix(".json"), sidecar)
     sidecar["complete"] = True

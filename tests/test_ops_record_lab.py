@@ -90,10 +90,14 @@ def test_record_passive_and_active(recorded):
     # passive, idle: the path's 40 ms; a CUBIC background keeps the 40 ms queue partly full
     assert 38 <= means["passive-none"] <= 46, means
     assert means["passive-cubic"] >= means["passive-none"] + 8, means
+    # each run keeps its background's iperf3 record
+    cubic = json.loads((tmp_path / "ds-raw" / "passive-cubic" / "bg-1-cubic.json").read_text())
+    assert sum(i["sum"]["bytes"] for i in cubic["intervals"]) > 0     # stopped mid-test: no "end" totals
+    assert not list((tmp_path / "ds-raw" / "passive-none").glob("bg-*.json"))      # no background there
 
     # active: every burst started on its absolute schedule (t0 + 12 s * n + offset), three a cycle
     for name in ("active-none", "active-cubic"):
-        bursts = json.loads((tmp_path / "ds-raw" / f"bursts-{name}.json").read_text())["bursts"]
+        bursts = json.loads((tmp_path / "ds-raw" / name / "bursts.json").read_text())["bursts"]
         assert [c for _, _, c in bursts[:2]] == ["cubic", "bbr"] and len(bursts) >= 4, bursts
         late = [started - scheduled for scheduled, started, _ in bursts]
         assert all(0 <= d < 0.5 for d in late), bursts
