@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..collectors.metrics import jain, mbps
 from ..drivers import iperf3
+from .errors import RunError
 from .ops_lab import OpsLab, OpsLabFile, active_plan
 from .store import now_iso, tool_versions
 from .tables import write_csv, write_json
@@ -109,7 +110,7 @@ def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float | None,
                 _add(result, res)
                 failed = failed + 1 if res is None else 0
                 if failed >= MAX_FAILED_TRANSFERS:
-                    raise RuntimeError(f"{failed} foreground transfers in a row gave no iperf3 result "
+                    raise RunError(f"{failed} foreground transfers in a row gave no iperf3 result "
                                        f"(see {raw / f'fg-adaptive-{step}.json'})")
                 result.decisions.append({"t_s": round(time.monotonic() - start, 1), "class": label, "cca": cca,
                                          "mbps": None if res is None else mbps(res.bytes_received, res.seconds)})
@@ -154,7 +155,7 @@ def _probe_window(ops: OpsLab, w: int, active: bool) -> list[float]:
     rtts += [s.rtt_ms for s in ops.probe(w - len(rtts) + 1, active=active) if s.rtt_ms is not None]
     if len(rtts) >= w:
         return rtts[-w:]
-    raise RuntimeError(f"the probe got only {len(rtts)} of {w} RTT values in {2 * w} s")
+    raise RunError(f"the probe got only {len(rtts)} of {w} RTT values in {2 * w} s")
 
 
 def _add(result: SchemeResult, res: iperf3.Result | None) -> None:

@@ -7,7 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import ConfigError
+from ..hardware.cleanup import Interrupted
+from .errors import ConfigError, RunError
 
 DEFAULT_LAB = Path("profiles/ops/lab.toml")
 SCHEMES = ("Fixed:CUBIC", "Fixed:BBR", "Adaptive")
@@ -71,7 +72,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..collectors.ops_decision import load_decision
+    from ..collectors.ops_decision import KNOWN_CCAS, load_decision
     from ..collectors.ops_model import ModelError, classify, load_model
     from ..reports.render import write_report
     from .ops_experiments import PAPER_FIG29, fig29_entry, run_scheme, write_fig29
@@ -98,6 +99,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError(None, None, ("--duration",), args.duration, "seconds, at least 2")
     if not args.period >= 1:
         raise ConfigError(None, None, ("--period",), args.period, "seconds, at least 1")
+    backgrounds = [b for b in args.background.split(",") if b]
+    unknown = [b for b in backgrounds if b not in KNOWN_CCAS]
+    if not backgrounds or unknown:
+        raise ConfigError(None, None, ("--background",), args.background,
+                          f"comma-separated Linux congestion controls: {', '.join(KNOWN_CCAS)}")
     schemes = [s for s in args.schemes.split(",") if s]
     if any(s not in SCHEMES for s in schemes):
         raise ConfigError(None, None, ("--schemes",), args.schemes, f"a subset of {', '.join(SCHEMES)}")
@@ -105,28 +111,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     (run_dir / "raw").mkdir(parents=True)
     entries = []
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    manifest: dict = {}
+    failure: Exception | None = None
+
+    def finish(status: str) -> None:     # the schemes done so far stay in fig29.json and the report
+        manifest.update(status=status, finished=now_iso())
+        write_json(run_dir / "manifest.json", manifest)
+        write_json(run_dir / "summary.json", {"format": "longhaul-summary", "version": 1, "run_id": run_dir.name,
+                                              "status": status, "cells": []})
+        for path in write_report(run_dir, ("html", "pdf")):
+            print(f"report: {path}")
+
     with OpsLab(spec, run_dir / "lab") as ops:
-        manifest = _manifest(run_dir, spec, ops, args, model, total_bytes)
+        manifest.update(_manifest(run_dir, spec, ops, args, model, total_bytes))
         write_json(run_dir / "manifest.json", manifest)
         write_json(run_dir / "summary.json", {"format": "longhaul-summary", "version": 1,
                                               "run_id": run_dir.name, "status": "running", "cells": []})
-        for background in [b for b in args.background.split(",") if b]:
-            for scheme in schemes:
-                say(f"background {background}, foreground {scheme}")
-                raw = run_dir / "raw" / f"{background}-{scheme.replace(':', '-').lower()}"
-                raw.mkdir(parents=True)   # each scheme's own: bg-1-<cca>.json would repeat
-                res = run_scheme(ops, background, scheme, args.duration, raw, total_bytes=total_bytes,
-                                 classify=lambda rtts: classify(model, rtts), decide=decision.cca_for,
-                                 w=model.w, period_s=args.period, active=model.probing == "active", say=say)
-                entries.append(fig29_entry(res, PAPER_FIG29.get((background, scheme), {})))
-                write_fig29(run_dir, entries)
-    manifest.update(status="complete", finished=now_iso())
-    write_json(run_dir / "manifest.json", manifest)
-    write_json(run_dir / "summary.json", {"format": "longhaul-summary", "version": 1, "run_id": run_dir.name,
-                                          "status": "complete", "cells": []})
-    for path in write_report(run_dir, ("html", "pdf")):
-        print(f"report: {path}")
+        try:
+            for background in backgrounds:
+                for scheme in schemes:
+                    say(f"background {background}, foreground {scheme}")
+                    raw = run_dir / "raw" / f"{background}-{scheme.replace(':', '-').lower()}"
+                    raw.mkdir(parents=True)   # each scheme's own: bg-1-<cca>.json would repeat
+                    res = run_scheme(ops, background, scheme, args.duration, raw, total_bytes=total_bytes,
+                                     classify=lambda rtts: classify(model, rtts), decide=decision.cca_for,
+                                     w=model.w, period_s=args.period, active=model.probing == "active", say=say)
+                    entries.append(fig29_entry(res, PAPER_FIG29.get((background, scheme), {})))
+                    write_fig29(run_dir, entries)
+        except (RunError, Interrupted) as exc:
+            failure = exc            # the lab is torn down first; then the partial results are written
+    finish("failed" if failure else "complete")
     print(run_dir)
+    if failure:
+        raise failure
     return 0
 
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from longhaul.appliance import ops_experiments as ox
+from longhaul.appliance.errors import RunError
 from longhaul.appliance.schema import parse_size
 from longhaul.collectors.rtt_probe import RttSample
 from longhaul.drivers.result import Result
@@ -73,7 +74,7 @@ def test_fixed_by_bytes_is_one_sized_transfer(tmp_path):
 
 def test_failing_transfers_end_the_scheme_instead_of_looping(tmp_path):
     lab = ScriptedLab(fail=True)
-    with pytest.raises(RuntimeError, match="3 foreground transfers in a row"):
+    with pytest.raises(RunError, match="3 foreground transfers in a row"):
         _adaptive(lab, tmp_path, total_s=25)
     assert len(lab.transfers) == 3
 
@@ -110,3 +111,34 @@ def test_parse_size(text, size):
 def test_parse_size_refuses(text):
     with pytest.raises(ValueError):
         parse_size(text)
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--background", "cubic,foo"], "--background = 'cubic,foo'"),
+    (["--bytes", "2parsecs"], "--bytes = '2parsecs'"),
+    (["--duration", "1"], "--duration = 1.0"),
+    (["--period", "0"], "--period = 0.0"),
+    (["--schemes", "Fixed:RENO"], "--schemes"),
+])
+def test_ops_run_refuses_bad_arguments_before_any_lab(tmp_path, capsys, args, fragment):
+    from longhaul.appliance.cli import main
+
+    model = REPO / "datasets" / "ops-overlay1-s4-passive-w10.npz"
+    rc = main(["ops", "run", "--model", str(model), "--lab", str(REPO / "profiles" / "ops" / "lab.toml"),
+               "--decision", str(REPO / "profiles" / "ops" / "decision.toml"), "--out", str(tmp_path / "runs"), *args])
+    assert rc == 2 and fragment in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_ops_run_decision_must_cover_the_model(tmp_path, capsys):
+    from longhaul.appliance.cli import main
+
+    partial = tmp_path / "decision.toml"
+    partial.write_text('[decision.map]\nnone = "cubic"\ncubic = "cubic"\n')
+    rc = main(["ops", "run", "--model", str(REPO / "datasets" / "ops-overlay1-s4-passive-w10.npz"),
+               "--lab", str(REPO / "profiles" / "ops" / "lab.toml"), "--decision", str(partial),
+               "--out", str(tmp_path / "runs")])
+    assert rc == 2 and "decision.toml" in capsys.readouterr().err
