@@ -240,14 +240,6 @@ def _number(path: Path, line: int, key: str, text: str) -> float:
 
 # ---- windows -----------------------------------------------------------------------------------
 
-def windows(series, w: int) -> np.ndarray:
-    """Non-overlapping windows of w points, in order; the incomplete tail is dropped. (n, w)."""
-    w = _check_w(w)
-    x = np.asarray(series, dtype=np.float64).ravel()
-    n = len(x) // w
-    return x[: n * w].reshape(n, w)
-
-
 def _check_w(w) -> int:
     if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1:
         raise ValueError(f"window length w must be a positive integer, got {w!r}")

@@ -81,17 +81,23 @@ def test_build_xy_per_probing(tmp_path):
 
 # ---- windows -----------------------------------------------------------------------------------
 
+def _run(n, t0=0.0):
+    t = np.arange(n) + t0 + 0.003
+    return ds.Run("r", "cubic", "passive", t, 100.0 + np.arange(n))
+
+
 def test_windows_non_overlapping_and_tail_dropped():
-    win = ds.windows(np.arange(23.0), 5)
+    win = ds.run_windows(_run(23), 1.0, 5)
     assert win.shape == (4, 5)
-    assert win[0].tolist() == [0, 1, 2, 3, 4] and win[-1].tolist() == [15, 16, 17, 18, 19]
-    assert ds.windows(np.arange(4.0), 5).shape == (0, 5)
+    assert win[0].tolist() == [100, 101, 102, 103, 104] and win[-1].tolist() == [115, 116, 117, 118, 119]
+    assert ds.run_windows(_run(4), 1.0, 5).shape == (0, 5)
+    assert ds.run_windows(_run(0), 1.0, 5).shape == (0, 5)
 
 
 @pytest.mark.parametrize("w", [0, -5, 2.5, True, "10"])
 def test_windows_bad_w(w):
     with pytest.raises(ValueError):
-        ds.windows(np.arange(10.0), w)
+        ds.run_windows(_run(10), 1.0, w)
 
 
 def test_windows_never_span_two_runs(tmp_path):
