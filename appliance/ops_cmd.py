@@ -88,14 +88,13 @@ def cmd_evaluate(args) -> int:
     result = ops_classify.evaluate(dataset, probings, ws, classifiers, ks, args.folds, args.seed,
                                    progress=lambda m: print(f"ops evaluate: {m}", file=sys.stderr))
     if args.out:
-        path = evaluation_path(args.out)
-        if path.suffix == ".json" and path == Path(args.out):
-            path.parent.mkdir(parents=True, exist_ok=True)
-        else:
+        path, in_run_dir = evaluation_path(args.out), Path(args.out).suffix != ".json"
+        if in_run_dir:
             _ensure_run_dir(Path(args.out), args)
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(f"evaluation: {path}", file=sys.stderr)
-        if path != Path(args.out):      # a run directory: its report gets the OPS section
+        if in_run_dir:      # its report gets the OPS section
             from ..reports.render import write_report
             for written in write_report(Path(args.out), ("html", "pdf")):
                 print(f"report: {written}", file=sys.stderr)

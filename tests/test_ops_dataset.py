@@ -231,3 +231,17 @@ def test_merge_in_steps_takes_active_runs_from_where_they_are(tmp_path):
     assert meta["active_aligned"] is True and meta["active_cycle_s"] == 5
     assert meta["lab"]["active_profile"] == [{"cca": "cubic", "seconds": 5}]
     assert [(s["recorded"], s["modes"]) for s in meta["sources"]] == [("old", ["passive"]), ("new", ["active"])]
+
+
+def test_merge_command(tmp_path, capsys):
+    from longhaul.appliance.cli import main
+
+    a = _write(tmp_path, _rows(run="passive-cubic"), ds.default_meta(_lab()), "a.csv")
+    b = _write(tmp_path, _rows(run="passive-cubic", rtt=160), ds.default_meta(_lab()), "b.csv")
+    assert main(["ops", "merge", str(tmp_path / "m.csv"), str(a), str(b)]) == 0
+    assert "passive: cubic 0.2 min" in capsys.readouterr().out
+    assert sorted(r.run for r in ds.load(tmp_path / "m.csv").runs) == ["passive-cubic", "passive-cubic~2"]
+    assert main(["ops", "merge", str(a), str(a), str(b)]) == 2              # never overwrite an input
+    assert "not one of the inputs" in capsys.readouterr().err
+    assert main(["ops", "merge", str(tmp_path / "n.csv"), str(a), "--probing", "active"]) == 2
+    assert not (tmp_path / "n.csv").exists()
