@@ -213,7 +213,9 @@ duration_s = 15
     # saw 16.9, 21.1, 22.0), so each on-window carries its 60 Mb while single seconds may not
     for window in ((1, 2, 3), (7, 8, 9), (13, 14, 15)):
         assert abs(sum(per_second.get(t) or 0 for t in window) - 60) <= 0.03 * 60, (window, per_second)
-    assert sum(v is not None and abs(v - 20) <= 1.0 for v in on) >= 6, per_second   # 5 %, one stall
+    # a stall moves bytes between two seconds of a window: CI saw two stalls in one run (15.98 and
+    # 23.94, 18.17 and ...), so at least 4 of the 9 seconds sit within 1 Mb/s of the 20 Mb/s rate
+    assert sum(v is not None and abs(v - 20) <= 1.0 for v in on) >= 4, per_second
     assert not [t for t, v in per_second.items() if (t - 1) % 6 >= 3 and v > 0.5], per_second
 
 
