@@ -110,7 +110,7 @@ def _ensure_run_dir(run_dir: Path, args) -> None:
     summary, no trials) so `longhaul report` renders it; an existing run (an `ops run`) keeps its."""
     import os
 
-    from .store import git_revision, now_iso
+    from .store import git_revision, now_iso, write_trialless_summary
     from .tables import write_json
 
     if (run_dir / "manifest.json").is_file():
@@ -123,8 +123,7 @@ def _ensure_run_dir(run_dir: Path, args) -> None:
         "host": {"hostname": os.uname().nodename, "kernel": os.uname().release},
         "config": {"dataset": str(args.dataset), "w": args.w, "folds": args.folds, "classifiers": args.classifiers,
                    "k": args.k, "seed": args.seed}, "cells": []})
-    write_json(run_dir / "summary.json", {"format": "longhaul-summary", "version": 1, "run_id": run_dir.name,
-                                          "status": "complete", "cells": []})
+    write_trialless_summary(run_dir, "complete")
 
 
 def evaluation_path(out: Path) -> Path:

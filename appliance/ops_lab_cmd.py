@@ -78,7 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .ops_experiments import PAPER_FIG29, fig29_entry, run_scheme, write_fig29
     from .ops_lab import OpsLab
     from .schema import parse_size
-    from .store import new_run_id, now_iso
+    from .store import new_run_id, now_iso, write_trialless_summary
     from .tables import write_json
 
     spec = _lab_spec(args.lab)
@@ -117,16 +117,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     def finish(status: str) -> None:     # the schemes done so far stay in fig29.json and the report
         manifest.update(status=status, finished=now_iso())
         write_json(run_dir / "manifest.json", manifest)
-        write_json(run_dir / "summary.json", {"format": "longhaul-summary", "version": 1, "run_id": run_dir.name,
-                                              "status": status, "cells": []})
+        write_trialless_summary(run_dir, status)
         for path in write_report(run_dir, ("html", "pdf")):
             print(f"report: {path}")
 
     with OpsLab(spec, run_dir / "lab") as ops:
         manifest.update(_manifest(run_dir, spec, ops, args, model, total_bytes))
         write_json(run_dir / "manifest.json", manifest)
-        write_json(run_dir / "summary.json", {"format": "longhaul-summary", "version": 1,
-                                              "run_id": run_dir.name, "status": "running", "cells": []})
+        write_trialless_summary(run_dir, "running")
         try:
             for background in backgrounds:
                 for scheme in schemes:

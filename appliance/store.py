@@ -26,6 +26,12 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def write_trialless_summary(run_dir: Path, status: str) -> None:
+    """summary.json of a run with no trials (an OPS evaluation or Figure 29 run), so the report reads it."""
+    write_json(Path(run_dir) / "summary.json", {"format": "longhaul-summary", "version": FORMAT_VERSION,
+                                                "run_id": Path(run_dir).name, "status": status, "cells": []})
+
+
 def git_revision(repo: Path) -> dict:
     def git(*args):
         try:
