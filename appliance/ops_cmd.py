@@ -39,6 +39,9 @@ def register(sub):
     ev.add_argument("--classifiers", default="knn,mlp,svm,gnb")
     ev.add_argument("--k", default="1,3,5", help="k values of the DTW k-NN")
     ev.add_argument("--seed", type=int, default=0, help="random_state of the folds and the MLP")
+    ev.add_argument("--test", type=Path, metavar="OTHER_DATASET",
+                    help="train on all of DATASET and test on this recording (same lab and classes) "
+                         "instead of cross-validating inside DATASET")
     ev.add_argument("--out", type=Path, metavar="RUN_DIR_OR_FILE",
                     help="also write the result: a .json file, or RUN_DIR/ops/evaluation.json")
     ev.set_defaults(func=cmd_evaluate)
@@ -72,7 +75,7 @@ def register(sub):
 # ---- evaluate ----------------------------------------------------------------------------------
 
 def cmd_evaluate(args) -> int:
-    from ..collectors import ops_classify
+    from ..collectors import ops_classify, ops_dataset
 
     dataset = _load_dataset(args.dataset)
     ws = _int_list(args.w, "--w", 1, 3600)
@@ -81,12 +84,19 @@ def cmd_evaluate(args) -> int:
     classifiers = _choice_list(args.classifiers, "--classifiers", ops_classify.CLASSIFIERS)
     if not 2 <= args.folds <= 100:
         raise ConfigError(None, None, ("--folds",), args.folds, "an integer from 2 to 100")
-    missing = [p for p in probings if p not in dataset.probings()]
-    if missing:
-        raise ConfigError(args.dataset, None, ("probing",), missing[0],
-                          f"the dataset has only {dataset.probings()} recordings")
+    test = _load_dataset(args.test) if args.test else None
+    for data in (dataset, test) if test else (dataset,):
+        missing = [p for p in probings if p not in data.probings()]
+        if missing:
+            raise ConfigError(data.path, None, ("probing",), missing[0],
+                              f"the dataset has only {data.probings()} recordings")
+    if test:
+        try:
+            ops_dataset.check_held_out(dataset, test, probings)
+        except ops_dataset.DatasetError as exc:
+            raise ConfigError(exc.path, exc.line, exc.key, exc.value, exc.allowed) from exc
     result = ops_classify.evaluate(dataset, probings, ws, classifiers, ks, args.folds, args.seed,
-                                   progress=lambda m: print(f"ops evaluate: {m}", file=sys.stderr))
+                                   progress=lambda m: print(f"ops evaluate: {m}", file=sys.stderr), test=test)
     if args.out:
         path, in_run_dir = evaluation_path(args.out), Path(args.out).suffix != ".json"
         if in_run_dir:
@@ -121,8 +131,9 @@ def _ensure_run_dir(run_dir: Path, args) -> None:
         "format": "longhaul-run", "version": 1, "run_id": run_dir.name, "started": now, "finished": now,
         "status": "complete", "kind": "ops-evaluation", "longhaul": git_revision(Path(__file__).resolve().parent.parent),
         "host": {"hostname": os.uname().nodename, "kernel": os.uname().release},
-        "config": {"dataset": str(args.dataset), "w": args.w, "folds": args.folds, "classifiers": args.classifiers,
-                   "k": args.k, "seed": args.seed}, "cells": []})
+        "config": {"dataset": str(args.dataset), "test": str(args.test) if args.test else None, "w": args.w,
+                   "folds": args.folds, "classifiers": args.classifiers, "k": args.k, "seed": args.seed},
+        "cells": []})
     write_trialless_summary(run_dir, "complete")
 
 
@@ -142,7 +153,9 @@ def _print_evaluation(result: dict) -> None:
         if not rows:
             continue
         ws = sorted({r["w"] for r in rows})
-        table = Table(title=f"{probing} probing: accuracy (mean of {result['settings']['folds']} folds)")
+        held = result["settings"].get("test_dataset")
+        table = Table(title=f"{probing} probing: accuracy " + (f"on {held['name']} (held out)" if held else
+                                                               f"(mean of {result['settings']['folds']} folds)"))
         table.add_column("classifier")
         for w in ws:
             table.add_column(f"w={w}", justify="right")

@@ -16,6 +16,9 @@ Normalisation (the paper does not say; this is our choice, recorded in every eva
 Evaluation: StratifiedKFold(folds, shuffle=True, random_state) over the windows of one probing
 mode and w; per fold the accuracy of each classifier; confusion matrices and per-class
 precision/recall/F1 from the out-of-fold predictions of all folds together.
+Held-out evaluation (`test=`): trained on every window of one recording, tested on every window
+of another made under the same conditions. Cross-validation inside one recording cannot see how
+much a class's signature moves between recordings (docs/ops.md); this can. It is one "fold".
 """
 from __future__ import annotations
 
@@ -148,6 +151,21 @@ def cross_validate(X, y, spec_list: list[Spec], folds: int = 5, random_state: in
     return out
 
 
+def held_out(X_train, y_train, X_test, y_test, spec_list: list[Spec], random_state: int = RANDOM_STATE,
+             decision: dict[str, str] | None = None) -> dict:
+    """cross_validate's result for one split: train on all of one recording, test on another."""
+    X, y = np.concatenate([X_train, X_test]), np.concatenate([y_train, y_test])
+    train, test = np.arange(len(y_train)), np.arange(len(y_train), len(y))
+    preds, secs, ok = fold_predictions(X, y, train, test, spec_list, random_state)
+    out = {}
+    for s in spec_list:
+        out[s] = {"folds": [float(np.mean(preds[s] == y_test))], "oof": preds[s], "seconds": secs[s],
+                  "not_converged": 0 if ok[s] else 1,
+                  "decision_folds": [float(np.mean([decision[p] == decision[t] for p, t in zip(preds[s], y_test)]))]
+                  if decision else []}
+    return out
+
+
 def detail(y_true, y_pred, labels: list[str]) -> dict:
     """Confusion matrix (rows = true class, in `labels` order) and per-class precision/recall/F1."""
     from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
@@ -166,8 +184,10 @@ def detail(y_true, y_pred, labels: list[str]) -> dict:
 def evaluate(dataset: ops_dataset.Dataset, probings: Iterable[str] | None = None,
              ws: Iterable[int] = DEFAULT_WS, classifiers: Iterable[str] = CLASSIFIERS,
              ks: Iterable[int] = DEFAULT_KS, folds: int = 5, random_state: int = RANDOM_STATE,
-             detail_ws: Iterable[int] = DETAIL_WS, progress: Callable[[str], None] | None = None) -> dict:
-    """Cross-validated accuracy per (probing, w, classifier[, k]): the evaluation.json object."""
+             detail_ws: Iterable[int] = DETAIL_WS, progress: Callable[[str], None] | None = None,
+             test: ops_dataset.Dataset | None = None) -> dict:
+    """Accuracy per (probing, w, classifier[, k]): the evaluation.json object. Cross-validated
+    within `dataset`, or, with `test`, trained on `dataset` and tested on `test`."""
     t_start = time.perf_counter()
     spec_list = specs(classifiers, ks)
     probings = list(probings or dataset.probings())
@@ -179,23 +199,33 @@ def evaluate(dataset: ops_dataset.Dataset, probings: Iterable[str] | None = None
     for probing in probings:
         for w in ws:
             X, y = ops_dataset.build_xy(dataset, probing, w)
-            reason = _cannot_split(y, folds)
+            if test is None:
+                reason = _cannot_split(y, folds)
+            else:
+                X_test, y_test = ops_dataset.build_xy(test, probing, w)
+                reason = _cannot_hold_out(y, y_test, spec_list)
             if reason:
                 skipped.append({"probing": probing, "w": w, "reason": reason})
                 continue
             if progress:
-                progress(f"{probing} w={w}: {len(y)} windows")
-            cv = cross_validate(X, y, spec_list, folds, random_state, decision)
+                progress(f"{probing} w={w}: {len(y)} windows" + (f", {len(y_test)} to test" if test else ""))
+            if test is None:
+                cv = cross_validate(X, y, spec_list, folds, random_state, decision)
+            else:
+                cv = held_out(X, y, X_test, y_test, spec_list, random_state, decision)
+                y = y_test      # what the details and window counts describe
             present = [c for c in labels if c in set(y)]
             for s in spec_list:
                 results.append(_result_entry(s, probing, w, len(y), cv[s]))
                 if w in detail_ws:
                     details.append({"classifier": s.classifier, "k": s.k, "w": w, "probing": probing,
                                     "label": s.label, **detail(y, cv[s]["oof"], present)})
+    held = {"mode": "held-out", "folds": 1, "test_dataset": dataset_info(test)} if test else \
+        {"mode": "cross-validation", "folds": folds, "shuffle": True}
     return {"format": EVAL_FORMAT, "version": EVAL_VERSION,
             "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "dataset": dataset_info(dataset),
-            "settings": {"folds": folds, "shuffle": True, "random_state": random_state, "ws": ws,
+            "settings": {**held, "random_state": random_state, "ws": ws,
                          "probings": probings, "classifiers": list(dict.fromkeys(s.classifier for s in spec_list)),
                          "ks": sorted({s.k for s in spec_list if s.k}), "dtw_window": DTW_WINDOW,
                          "tie_break": "nearest neighbour's class", "detail_ws": sorted(detail_ws),
@@ -203,6 +233,17 @@ def evaluate(dataset: ops_dataset.Dataset, probings: Iterable[str] | None = None
                          "normalisation": {c: NORMALISATION[c] for c in dict.fromkeys(s.classifier for s in spec_list)}},
             "results": results, "details": details, "skipped": skipped,
             "elapsed_s": round(time.perf_counter() - t_start, 2)}
+
+
+def _cannot_hold_out(y_train: np.ndarray, y_test: np.ndarray, spec_list: list[Spec]) -> str | None:
+    if len(np.unique(y_train)) < 2:
+        return f"{len(np.unique(y_train))} class(es) with training windows; need at least 2"
+    k = max((s.k for s in spec_list if s.k), default=1)
+    if len(y_train) < k:
+        return f"{len(y_train)} training windows, fewer than k = {k}"
+    if not len(y_test):
+        return "no windows of this length in the test recording"
+    return None
 
 
 def _cannot_split(y: np.ndarray, folds: int) -> str | None:

@@ -334,9 +334,18 @@ def merge(datasets: list[Dataset], probings: Iterable[str] = PROBING) -> tuple[l
     return rows, meta
 
 
-def _same(datasets: list[Dataset], keys) -> None:
+def check_held_out(train: Dataset, test: Dataset, probings: Iterable[str]) -> None:
+    """A recording tests a model trained on another only if both were made under the same lab,
+    roles, probe and classes (and, for active probing, the same burst profile): otherwise the
+    accuracy would measure the difference in conditions, not recognition."""
+    _same([train, test], MERGE_KEYS, "to test a model trained on it")
+    if "active" in set(probings):
+        _same([train, test], ACTIVE_KEYS, "to test a model trained on it")
+
+
+def _same(datasets: list[Dataset], keys, purpose: str = "to merge") -> None:
     for other in datasets[1:]:
         for key in keys:
             if _at(other.meta, key) != _at(datasets[0].meta, key):
                 raise DatasetError(sidecar_path(other.path), None, key, _at(other.meta, key),
-                                   f"the same as {sidecar_path(datasets[0].path)} ({_at(datasets[0].meta, key)!r}) to merge")
+                                   f"the same as {sidecar_path(datasets[0].path)} ({_at(datasets[0].meta, key)!r}) {purpose}")

@@ -79,27 +79,30 @@ def _recognition(ev: dict) -> list[str]:
     labels = list(dict.fromkeys(str(r.get("label")) for r in results))
     colors = {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}
     out = ["<h3>Background recognition</h3>", f"<p>{_setup_text(ds, settings)}</p>"]
+    held = settings.get("mode") == "held-out"
+    over = "on the held-out recording" if held else "over the folds"
     for probing in probings:
         rows = [r for r in results if r.get("probing") == probing]
         baseline = [r for r in results if r.get("probing") == "passive" and r.get("classifier") == "knn"
                     and r.get("k") == 1] if probing == "active" else []
         out.append(_figure_html(_accuracy_plot(rows, baseline, colors, probing),
-                                f"Mean accuracy over the folds per window length w ({probing} probing"
+                                f"{'Accuracy' if held else 'Mean accuracy'} {over} per window length w ({probing} probing"
                                 f"{'; dashed: 1-NN with passive probing as the baseline' if baseline else ''}): "
                                 f"Figure {'24a' if probing == 'active' else '22a'}."))
         out.append(_figure_html(_box_by_classifier(rows, colors, probing),
-                                f"Accuracy of every fold at every w, per classifier ({probing} probing): "
+                                f"Accuracy of every {'w' if held else 'fold at every w'}, per classifier ({probing} probing): "
                                 f"Figure {'24b' if probing == 'active' else '22b'}."))
-        out.append(_figure_html(_box_by_w(rows, probing), f"k-NN (DTW) accuracy over the folds per w "
+        out.append(_figure_html(_box_by_w(rows, probing), f"k-NN (DTW) accuracy {over} per w "
                                 f"({probing} probing): Figure 25."))
-        out.append(_accuracy_table(rows, probing))
-        out.append(_accuracy_table(rows, probing, "decision_accuracy",
+        out.append(_accuracy_table(rows, probing, over=over))
+        out.append(_accuracy_table(rows, probing, "decision_accuracy", over=over, caption=
                                    "Decision accuracy: windows whose predicted class leads to the same congestion "
                                    f"control as the true one ({_mapping_text(settings.get('decision'))})"))
     out.append(_paper_table(results))
     details = [d for d in ev.get("details") or [] if isinstance(d, dict) and d.get("w") == DETAIL_W]
     out.append(_figure_html(_confusion_grid(details), f"Confusion matrices of the k-NN (DTW) at w = {DETAIL_W}, "
-                            "out-of-fold predictions of all folds: Figure 26 (27a and 28a are its 1-NN panels)."))
+                            f"{'predictions on the held-out recording' if held else 'out-of-fold predictions of all folds'}"
+                            ": Figure 26 (27a and 28a are its 1-NN panels)."))
     out.append(_metrics_table(details))
     return out
 
@@ -110,13 +113,19 @@ def _setup_text(ds: dict, settings: dict) -> str:
     classes = ", ".join(ds.get("classes") or [])
     sources = ds.get("sources") or []
     made = f", merged from {len(sources)} recordings" if len(sources) > 1 else ""
+    test = settings.get("test_dataset") if settings.get("mode") == "held-out" else None
     if "active" in minutes:
         made += ("; active bursts on the probe's clock (windows of whole cycles see the same phases)"
                  if ds.get("active_aligned") else "; active bursts back to back (their cycle drifts against the windows)")
+    method = (f"Trained on all of it and tested on every window of <span class=\"mono\">{_e(test.get('name', '?'))}"
+              f"</span>, a recording under the same conditions that the model did not see "
+              f"({_e('; '.join(f'{p}: {_per_class(v)} min per class' for p, v in (test.get('minutes') or {}).items() if v))})"
+              if isinstance(test, dict) else
+              f"Stratified {_e(settings.get('folds', '?'))}-fold cross-validation (shuffled, random_state "
+              f"{_e(settings.get('random_state', '?'))})")
     return (f"Dataset <span class=\"mono\">{_e(ds.get('name', '?'))}</span> ({_e(length)}{_e(made)}), classes "
-            f"{_e(classes)}; lab {_e(_lab_text(ds.get('lab') or dict()))}. Stratified "
-            f"{_e(settings.get('folds', '?'))}-fold cross-validation (shuffled, random_state "
-            f"{_e(settings.get('random_state', '?'))}); DTW warping window {_e(settings.get('dtw_window', '?'))}; "
+            f"{_e(classes)}; lab {_e(_lab_text(ds.get('lab') or dict()))}. {method}; "
+            f"DTW warping window {_e(settings.get('dtw_window', '?'))}; "
             f"k-NN ties go to the {_e(settings.get('tie_break', 'nearest neighbour'))}.")
 
 
@@ -214,21 +223,22 @@ def _box_by_w(rows, probing) -> str | None:
         return _titled(_to_svg(fig, f"ops-boxw-{probing}"), title)
 
 
-def _accuracy_table(rows, probing, key: str = "accuracy", caption: str = "Accuracy") -> str:
+def _accuracy_table(rows, probing, key: str = "accuracy", caption: str = "Accuracy", over: str = "over the folds") -> str:
     rows = [r for r in rows if f"{key}_mean" in r]
     if not rows:
         return ""
     ws = sorted({r["w"] for r in rows if isinstance(r.get("w"), int)})
+    spread = any(len(r.get(f"{key}_folds") or []) > 1 for r in rows)
     labels = list(dict.fromkeys(r.get("label") for r in rows))
     head = "".join(f"<th>w={w}</th>" for w in ws)
     body = []
     for label in labels:
         cells = {r["w"]: r for r in rows if r.get("label") == label}
         tds = "".join(f"<td class=\"num\">{_pct(cells[w].get(f'{key}_mean'))}"
-                      f"<span class=\"n\"> ±{_pct(_std(cells[w], key))}</span></td>"
+                      + (f"<span class=\"n\"> ±{_pct(_std(cells[w], key))}</span>" if spread else "") + "</td>"
                       if w in cells else "<td class=\"num\">–</td>" for w in ws)
         body.append(f"<tr><th scope=\"row\">{_e(label)}</th>{tds}</tr>")
-    return (f"<table class=\"data\"><caption>{_e(caption)} (%), mean ± std over folds, {_e(probing)} probing"
+    return (f"<table class=\"data\"><caption>{_e(caption)} (%), {'mean ± std ' if spread else ''}{_e(over)}, {_e(probing)} probing"
             f"</caption><thead><tr><th>classifier</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
 

@@ -160,3 +160,54 @@ def test_evaluate_bad_dataset_exit_2(tmp_path, capsys):
     bad.write_text("class,probing,run,t_s,rtt_ms\n")
     assert main(["ops", "evaluate", str(bad)]) == 2
     assert "sidecar" in capsys.readouterr().err
+
+
+# ---- held-out evaluation (--test) --------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def other_path(tmp_path_factory):
+    """A second recording of the same synthetic classes (another seed: new noise and phases)."""
+    return ops_synthetic.write(tmp_path_factory.mktemp("ops") / "other.csv", minutes=2, seed=7)
+
+
+def test_held_out_trains_on_one_recording_and_tests_on_the_other(dataset, other_path):
+    other = ops_dataset.load(other_path)
+    ev = oc.evaluate(dataset, ["passive"], [10], ["knn", "gnb"], [1], test=other)
+    assert ev["settings"]["mode"] == "held-out" and ev["settings"]["folds"] == 1
+    assert ev["settings"]["test_dataset"]["name"] == "other"
+    n_test = len(ops_dataset.build_xy(other, "passive", 10)[1])
+    for r in ev["results"]:
+        assert len(r["accuracy_folds"]) == 1 and r["n_windows"] == n_test
+        assert r["accuracy_mean"] > 2 / N_CLASSES, r   # same generator, new noise and phases
+        assert 0 <= r["decision_accuracy_mean"] <= 1
+    # the confusion matrix counts every window of the test recording once
+    knn = next(d for d in ev["details"] if d["classifier"] == "knn")
+    assert int(np.sum(knn["confusion"])) == n_test
+
+
+def test_held_out_on_itself_is_perfect_for_1nn(dataset):
+    """Every test window is also a training window at distance 0: 1-NN must get each right,
+    which checks that the test windows are the ones predicted and scored."""
+    ev = oc.evaluate(dataset, ["active"], [20], ["knn"], [1], test=dataset)
+    assert ev["results"][0]["accuracy_mean"] == 1.0
+
+
+def test_evaluate_test_option(dataset_path, other_path, capsys, tmp_path):
+    rc = main(["ops", "evaluate", str(dataset_path), "--test", str(other_path), "--w", "10",
+               "--classifiers", "gnb", "--json", "--out", str(tmp_path / "run")])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["settings"]["mode"] == "held-out" and out["results"]
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["config"]["test"] == str(other_path)
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "did not see" in html and "held-out recording" in html
+
+
+def test_evaluate_test_with_other_conditions_exit_2(dataset_path, tmp_path, capsys):
+    lab = {"name": "elsewhere", "bottleneck_rate_mbps": 500, "rtt_ms": 128, "queue_bytes": 2_000_000}
+    other = ops_dataset.write(tmp_path / "shallow.csv", ops_synthetic.rows(minutes=1, seed=3),
+                              ops_dataset.default_meta(lab))
+    assert main(["ops", "evaluate", str(dataset_path), "--test", str(other), "--classifiers", "gnb"]) == 2
+    err = capsys.readouterr().err
+    assert "shallow.json" in err and "queue_bytes" in err and "to test a model trained on it" in err
