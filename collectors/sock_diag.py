@@ -24,7 +24,8 @@ _REQ = struct.Struct("=BBBxI48x")
 _MSG = struct.Struct("=BBBB2H16s16sI8xIIIII")
 _RTA = struct.Struct("=HH")
 # tcp_info fields by byte offset: (name, offset, format)
-_TCPI = (("mss", 16, "I"), ("unacked", 24, "I"), ("srtt_us", 68, "I"), ("rttvar_us", 72, "I"),
+_TCPI = (("mss", 16, "I"), ("unacked", 24, "I"), ("sacked", 28, "I"), ("lost", 32, "I"), ("retrans_out", 36, "I"),
+         ("srtt_us", 68, "I"), ("rttvar_us", 72, "I"),
          ("cwnd", 80, "I"), ("retrans_total", 100, "I"), ("bytes_acked", 120, "Q"),
          ("bytes_received", 128, "Q"), ("delivery_rate_Bps", 160, "Q"))
 

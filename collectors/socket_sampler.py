@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..drivers.ss import Socket
 from ..hardware.executor import Executor, Process
+from .tcpinfo_probe import FIELDS as PROBE_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +51,16 @@ def parse_probe_line(line: str) -> tuple[float, list[Socket]] | None:
     if "t" not in data:
         return None
     socks = []
-    for (src, sport, dst, dport, cca, cwnd, mss, unacked, srtt_us, rttvar_us, retrans, rate_Bps,
-         acked, received) in data["s"]:
-        socks.append(Socket(src=src, sport=sport, dst=dst, dport=dport, cca=cca, cwnd=cwnd, mss=mss,
-                            unacked=unacked, srtt_ms=None if srtt_us is None else srtt_us / 1000,
-                            rttvar_ms=None if rttvar_us is None else rttvar_us / 1000, retrans_total=retrans,
+    for row in data["s"]:
+        f = dict(zip(PROBE_FIELDS, row))
+        srtt_us, rttvar_us, rate_Bps = f["srtt_us"], f["rttvar_us"], f["delivery_rate_Bps"]
+        socks.append(Socket(src=f["src"], sport=f["sport"], dst=f["dst"], dport=f["dport"], cca=f["cca"],
+                            cwnd=f["cwnd"], mss=f["mss"], unacked=f["unacked"],
+                            srtt_ms=None if srtt_us is None else srtt_us / 1000,
+                            rttvar_ms=None if rttvar_us is None else rttvar_us / 1000, retrans_total=f["retrans_total"],
                             delivery_rate_bps=None if rate_Bps is None else rate_Bps * 8,
-                            bytes_acked=acked, bytes_received=received))
+                            bytes_acked=f["bytes_acked"], bytes_received=f["bytes_received"],
+                            sacked=f.get("sacked"), lost=f.get("lost"), retrans_out=f.get("retrans_out")))
     return float(data["t"]), socks
 
 

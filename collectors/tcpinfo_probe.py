@@ -18,8 +18,10 @@ import time
 
 from .sock_diag import SockDiag
 
+# New fields go at the end: a remote host running an older longhaul prints the shorter row, and
+# the controller reads the fields it is given (socket_sampler.parse_probe_line).
 FIELDS = ("src", "sport", "dst", "dport", "cca", "cwnd", "mss", "unacked", "srtt_us", "rttvar_us",
-          "retrans_total", "delivery_rate_Bps", "bytes_acked", "bytes_received")
+          "retrans_total", "delivery_rate_Bps", "bytes_acked", "bytes_received", "sacked", "lost", "retrans_out")
 
 
 def sample(diag: SockDiag, ports: set[int]) -> list[list]:

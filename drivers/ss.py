@@ -26,12 +26,19 @@ class Socket:
     delivery_rate_bps: float | None
     bytes_acked: int | None
     bytes_received: int | None
+    sacked: int | None = None        # packets SACKed, lost (marked) and retransmitted-unacked
+    lost: int | None = None
+    retrans_out: int | None = None
 
     @property
     def bytes_in_flight(self) -> int | None:
+        """The kernel's tcp_packets_in_flight() in bytes: packets out, less those SACKed or marked
+        lost, plus retransmissions in flight. `unacked` alone counts the SACKed and lost packets
+        too, and during loss recovery reads far above cwnd (tests/data/ss.txt: 8262 vs cwnd 5492)."""
         if self.unacked is None or self.mss is None:
             return 0 if self.mss is not None else None
-        return self.unacked * self.mss
+        packets = self.unacked - (self.sacked or 0) - (self.lost or 0) + (self.retrans_out or 0)
+        return max(0, packets) * self.mss
 
 
 _ADDR = re.compile(r"^(?:\S+\s+)?\d+\s+\d+\s+(\S+):(\d+)\s+(\S+):(\d+)")
@@ -82,6 +89,8 @@ def _socket(match: re.Match, info: str) -> Socket:
         cca=cca, cwnd=num("cwnd"), mss=num("mss"), unacked=num("unacked"),
         srtt_ms=float(srtt) if srtt else None, rttvar_ms=float(var) if var else None,
         retrans_total=int(retrans.partition("/")[2]) if "/" in retrans else None,
+        retrans_out=int(retrans.partition("/")[0]) if "/" in retrans else None,
+        sacked=num("sacked"), lost=num("lost"),
         delivery_rate_bps=float(rate.group(1)) * _UNITS[rate.group(2)] if rate else None,
         bytes_acked=num("bytes_acked"), bytes_received=num("bytes_received"),
     )

@@ -230,8 +230,12 @@ def test_ss_fields(sockets):
 
 
 def test_ss_bytes_in_flight(sockets):
+    """In loss recovery: unacked 8262, sacked 2812, lost 1251, retrans 1251/1251 -> the kernel's
+    packets in flight is 8262 - 2812 - 1251 + 1251 = 5450, just under cwnd 5492."""
     ctrl, a, b = sockets
-    assert a.bytes_in_flight == 8262 * 1448 and b.bytes_in_flight == 7304 * 1448
+    assert (a.unacked, a.sacked, a.lost, a.retrans_out) == (8262, 2812, 1251, 1251)
+    assert a.bytes_in_flight == 5450 * 1448 and b.bytes_in_flight == (7304 - 1932 - 1723 + 1470) * 1448
+    assert a.bytes_in_flight <= a.cwnd * a.mss and b.bytes_in_flight <= b.cwnd * b.mss
     assert ctrl.bytes_in_flight == 0  # nothing unacked
 
 

@@ -61,5 +61,19 @@ def test_probe_line_becomes_sockets_in_longhaul_units():
                                          128_000, 1_000, 3, 62_500_000, 2_000_000, 0]]})
     t, (sock,) = parse_probe_line(line)
     assert t == 12.5 and sock.srtt_ms == 128.0 and sock.delivery_rate_bps == 500_000_000
-    assert sock.bytes_in_flight == 50 * 1448 and sock.cca == "bbr"
+    assert sock.bytes_in_flight == 50 * 1448 and sock.cca == "bbr"   # a row without the loss fields
     assert parse_probe_line(json.dumps({"fields": []})) is None and parse_probe_line("garbage") is None
+
+
+def test_probe_line_with_loss_fields_counts_what_is_in_flight():
+    row = ["10.1.1.2", 40000, "10.2.1.2", 5201, "bbr", 5492, 1448, 8262, 248_729, 3_478, 1251, 0, 0, 0,
+           2812, 1251, 1251]
+    _, (sock,) = parse_probe_line(json.dumps({"t": 1.0, "s": [row]}))
+    assert (sock.sacked, sock.lost, sock.retrans_out) == (2812, 1251, 1251)
+    assert sock.bytes_in_flight == 5450 * 1448
+
+
+def test_parse_dump_reads_the_loss_counters_at_their_offsets():
+    info = _tcp_info(unacked=100, sacked=20, lost=5, retrans_out=3, mss=1000)
+    (sock,), _ = sock_diag.parse_dump(_message(1, 2, info))
+    assert (sock["unacked"], sock["sacked"], sock["lost"], sock["retrans_out"]) == (100, 20, 5, 3)
