@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ..collectors.metrics import jain, mbps
 from ..drivers import iperf3
 from .errors import RunError
@@ -83,39 +85,32 @@ MAX_FAILED_TRANSFERS = 3
 
 def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float | None, raw: Path, *,
                total_bytes: int | None = None, classify=None, decide=None, w: int = 10, period_s: float = 30.0,
-               active: bool = False, say=print) -> SchemeResult:
-    """One bar group of Figure 29: a background stream of `background`, a foreground that is
-    Fixed:CUBIC, Fixed:BBR, or Adaptive (probe w s -> classify -> decide -> transfer period_s),
-    until total_s seconds of transfer or, with total_bytes, until the transfer completes. The
-    background's throughput is averaged over the foreground's span."""
+               active: bool = False, cycled: bool = True, say=print) -> SchemeResult:
+    """One bar group of Figure 29: a background stream of `background` and a foreground scheme,
+    until total_s seconds of transfer or, with total_bytes, until the transfer completes.
+
+    Seed 000 §6.7 runs every scheme as the same cycle, repeated until the transfer completes:
+    probe w s, classify, decide, transfer a period. Fixed:CUBIC and Fixed:BBR differ from Adaptive
+    (OPS) only in ignoring the decision, which is still logged (what OPS would have chosen). With
+    cycled=False a fixed scheme is one continuous transfer instead (no probe gaps, one slow start).
+    The background's throughput is averaged over the foreground's span."""
     if (total_s is None) == (total_bytes is None):
         raise ValueError("give exactly one of total_s or total_bytes")
+    fixed = scheme.split(":")[1].lower() if scheme.startswith("Fixed:") else None
+    if fixed is None and (classify is None or decide is None):
+        raise ValueError("the adaptive scheme needs classify and decide")
     result = SchemeResult(background, scheme)
     warm = ops.spec.record.warmup_s
-    budget = ops.seconds_for(total_s, total_bytes) * (1.5 if scheme == "Adaptive" else 1) + warm + 60
+    budget = ops.seconds_for(total_s, total_bytes) * (1.5 if cycled or not fixed else 1) + warm + 60
     clients = ops.start_background([background], budget, raw)
     bg_raw = raw / f"bg-{ops.spec.roles.background_pairs[0]}-{background}.json"
     try:
         time.sleep(warm)
         start = time.monotonic()
-        if scheme.startswith("Fixed:"):
-            _add(result, ops.transfer(scheme.split(":")[1].lower(), total_s, raw / f"fg-{scheme}.json", total_bytes))
+        if fixed and not cycled:
+            _add(result, ops.transfer(fixed, total_s, raw / f"fg-{scheme}.json", total_bytes))
         else:
-            step = failed = 0
-            while not _complete(result, total_s, total_bytes):
-                label = classify(_probe_window(ops, w, active))
-                cca = decide(label)
-                seconds, size = _chunk(result, total_s, total_bytes, period_s)
-                res = ops.transfer(cca, seconds, raw / f"fg-adaptive-{step}.json", size)
-                _add(result, res)
-                failed = failed + 1 if res is None else 0
-                if failed >= MAX_FAILED_TRANSFERS:
-                    raise RunError(f"{failed} foreground transfers in a row gave no iperf3 result "
-                                       f"(see {raw / f'fg-adaptive-{step}.json'})")
-                result.decisions.append({"t_s": round(time.monotonic() - start, 1), "class": label, "cca": cca,
-                                         "mbps": None if res is None else mbps(res.bytes_received, res.seconds)})
-                say(f"  decision {step}: background looks like {label!r} -> {cca}")
-                step += 1
+            _cycles(ops, result, start, fixed, total_s, total_bytes, raw, classify, decide, w, period_s, active, say)
         result.completion_s = round(time.monotonic() - start, 3)
         span = (start - warm, time.monotonic())
     finally:
@@ -123,6 +118,31 @@ def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float | None,
             client.stop()
     result.bg_mbps = _bg_over(bg_raw, span, warm)
     return result
+
+
+def _cycles(ops, result: SchemeResult, start: float, fixed: str | None, total_s, total_bytes, raw: Path,
+            classify, decide, w: int, period_s: float, active: bool, say) -> None:
+    """Probe -> classify -> decide -> transfer, until the transfer is complete; a fixed scheme
+    transfers with its own CCA whatever the decision."""
+    step = failed = 0
+    while not _complete(result, total_s, total_bytes):
+        rtts = _probe_window(ops, w, active)
+        label = classify(rtts) if classify else None
+        chosen = decide(label) if label is not None and decide else None
+        cca = fixed or chosen
+        seconds, size = _chunk(result, total_s, total_bytes, period_s)
+        out = raw / f"fg-{'fixed' if fixed else 'adaptive'}-{step}.json"
+        res = ops.transfer(cca, seconds, out, size)
+        _add(result, res)
+        failed = failed + 1 if res is None else 0
+        if failed >= MAX_FAILED_TRANSFERS:
+            raise RunError(f"{failed} foreground transfers in a row gave no iperf3 result (see {out})")
+        result.decisions.append({"t_s": round(time.monotonic() - start, 1), "class": label, "ops_cca": chosen,
+                                 "cca": cca, "probe_ms": round(float(np.mean(rtts)), 1),
+                                 "mbps": None if res is None else mbps(res.bytes_received, res.seconds)})
+        say(f"  cycle {step}: background looks like {label!r} (mean {np.mean(rtts):.0f} ms) -> OPS: {chosen}; "
+            f"transfer with {cca}")
+        step += 1
 
 
 def _complete(result: SchemeResult, total_s: float | None, total_bytes: int | None) -> bool:
@@ -177,11 +197,16 @@ def _bg_over(path: Path, span: tuple[float, float], warm: float) -> float | None
     return mbps(sum(iv.bytes for iv in chosen), seconds) if seconds else None
 
 
-def fig29_entry(res: SchemeResult, paper: dict) -> dict:
+def fig29_entry(res: SchemeResult, paper: dict, right_cca: str | None = None) -> dict:
+    """right_cca: what the decision model maps the true background to; `ops_right` is the share of
+    cycles whose probe led OPS to it (in a fixed scheme, to what OPS would have chosen)."""
+    chosen = [d.get("ops_cca") for d in res.decisions if d.get("ops_cca")]
     return {"background": res.background, "scheme": res.scheme, "fg_mbps": res.fg_mbps, "bg_mbps": res.bg_mbps,
             "fg_bytes": res.fg_bytes, "completion_s": res.completion_s,
             "jain": jain([res.fg_mbps, res.bg_mbps]) if res.fg_mbps and res.bg_mbps else None,
-            "decisions": res.decisions, "paper": paper}
+            "decisions": res.decisions, "right_cca": right_cca,
+            "ops_right": sum(c == right_cca for c in chosen) / len(chosen) if right_cca and chosen else None,
+            "paper": paper}
 
 
 # Seed 000 section 6.7: the Jain indices the text gives; the bar heights are only in the image.

@@ -33,7 +33,10 @@ def add_parsers(ops_sub) -> None:
     size.add_argument("--duration", type=float, help="foreground transfer seconds per scheme (default 120)")
     size.add_argument("--bytes", help="or a foreground transfer of this size per scheme, e.g. 2GB: the "
                                       "scheme ends when it completes")
-    run.add_argument("--period", type=float, default=30.0, help="adaptive: seconds of transfer between decisions")
+    run.add_argument("--period", type=float, default=30.0, help="seconds of transfer between probes")
+    run.add_argument("--fixed", choices=("cycled", "continuous"), default="cycled",
+                     help="fixed schemes probe and transfer in the same cycle as Adaptive, as in seed 000 "
+                          "§6.7 (cycled), or transfer without pause (continuous)")
     run.add_argument("--out", type=Path, default=Path("runs"), help="runs are stored below this directory")
     run.set_defaults(func=cmd_run)
 
@@ -133,8 +136,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                     raw.mkdir(parents=True)   # each scheme's own: bg-1-<cca>.json would repeat
                     res = run_scheme(ops, background, scheme, args.duration, raw, total_bytes=total_bytes,
                                      classify=lambda rtts: classify(model, rtts), decide=decision.cca_for,
-                                     w=model.w, period_s=args.period, active=model.probing == "active", say=say)
-                    entries.append(fig29_entry(res, PAPER_FIG29.get((background, scheme), {})))
+                                     w=model.w, period_s=args.period, active=model.probing == "active",
+                                     cycled=args.fixed == "cycled", say=say)
+                    right = decision.cca_for(background) if background in model.classes else None
+                    entries.append(fig29_entry(res, PAPER_FIG29.get((background, scheme), {}), right))
                     write_fig29(run_dir, entries)
         except (RunError, Interrupted) as exc:
             failure = exc            # the lab is torn down first; then the partial results are written
@@ -155,5 +160,6 @@ def _manifest(run_dir: Path, spec, ops, args, model, total_bytes: int | None) ->
             "host": {"hostname": os.uname().nodename, "kernel": os.uname().release},
             "backend": "netns", "features": ops.features.as_dict(), "tools": lab_conditions(spec, ops)["tools"],
             "config": {"lab": str(args.lab), "model": str(args.model), "decision": str(args.decision),
-                       "duration_s": args.duration, "bytes": total_bytes, "period_s": args.period},
+                       "duration_s": args.duration, "bytes": total_bytes, "period_s": args.period,
+                       "fixed": args.fixed},
             "ops_lab": lab_conditions(spec, ops), "cells": []}

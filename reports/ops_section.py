@@ -370,7 +370,30 @@ def _selection(data: dict, notes: list[str]) -> list[str]:
             "seconds, and 'done in' includes the adaptive scheme's probing</caption><thead><tr><th>background</th>"
             "<th>scheme</th><th>FG Mb/s</th><th>BG Mb/s</th><th>Jain</th><th>FG done in (s)</th>"
             "<th>paper FG / BG Mb/s</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>"]
+            f"<tbody>{rows}</tbody></table>", _cycles_table(schemes)]
+
+
+def _cycles_table(schemes: list[dict]) -> str:
+    """Each scheme's probe-transfer cycles: what the probe saw, what OPS chose, what was used."""
+    rows = []
+    for s in schemes:
+        cycles = [d for d in s.get("decisions") or [] if isinstance(d, dict)]
+        if not cycles:
+            continue
+        seq = "; ".join(f"{_e(d.get('class') or '?')} ({_num(d.get('probe_ms'), 0)} ms) -> {_e(d.get('cca'))} "
+                        f"{_num(d.get('mbps'), 0)}" for d in cycles)
+        right = s.get("ops_right")
+        rows.append(f"<tr><td class=\"mono\">{_e(s.get('background'))}</td><td>{_e(s.get('scheme'))}</td>"
+                    f"<td class=\"num\">{len(cycles)}</td><td class=\"num\">"
+                    f"{_pct(right) if _finite(right) else '–'}</td><td class=\"small\">{seq}</td></tr>")
+    if not rows:
+        return ""
+    return ("<table class=\"data\"><caption>Figure 29 cycles (probe w s, classify, decide, transfer): the "
+            "class the probe's window was taken for and its mean RTT, the CCA used and its Mb/s. 'OPS right' is "
+            "the share of cycles whose decision is the one the true background leads to (a fixed scheme ignores "
+            "the decision)</caption><thead><tr><th>background</th><th>scheme</th><th>cycles</th>"
+            "<th>OPS right (%)</th><th>class (probe mean) -> CCA Mb/s</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
 
 
 def _fig29_plot(schemes: list[dict]) -> str | None:

@@ -66,10 +66,34 @@ def test_adaptive_by_bytes_ends_with_the_exact_rest(tmp_path):
     assert res.fg_bytes == 250_000_000
 
 
-def test_fixed_by_bytes_is_one_sized_transfer(tmp_path):
+def test_fixed_continuous_by_bytes_is_one_sized_transfer(tmp_path):
     lab = ScriptedLab()
-    res = ox.run_scheme(lab, "bbr", "Fixed:CUBIC", None, Path(tmp_path), total_bytes=10**9, say=lambda m: None)
+    res = ox.run_scheme(lab, "bbr", "Fixed:CUBIC", None, Path(tmp_path), total_bytes=10**9, cycled=False,
+                        say=lambda m: None)
     assert lab.transfers == [("cubic", None, 10**9)] and res.fg_bytes == 10**9 and not res.decisions
+    assert lab.probes == 0
+
+
+def test_fixed_cycles_like_adaptive_and_logs_what_ops_would_choose(tmp_path):
+    """Seed 000 §6.7: every scheme probes w s before each transfer; a fixed scheme keeps its CCA."""
+    lab = ScriptedLab()
+    res = ox.run_scheme(lab, "bbr", "Fixed:CUBIC", 25, Path(tmp_path), classify=lambda r: "bbr",
+                        decide=lambda c: "bbr", w=10, period_s=10, say=lambda m: None)
+    assert lab.transfers == [("cubic", 10, None), ("cubic", 10, None), ("cubic", 5, None)] and lab.probes == 3
+    assert [(d["class"], d["ops_cca"], d["cca"]) for d in res.decisions] == [("bbr", "bbr", "cubic")] * 3
+    assert res.decisions[0]["probe_ms"] == pytest.approx(100 + 4.5)   # the scripted probe's rounds 0..9
+
+
+def test_fixed_cycles_without_a_model_still_probe(tmp_path):
+    lab = ScriptedLab()
+    res = ox.run_scheme(lab, "bbr", "Fixed:BBR", 20, Path(tmp_path), w=10, period_s=10, say=lambda m: None)
+    assert lab.transfers == [("bbr", 10, None)] * 2 and lab.probes == 2
+    assert all(d["class"] is None and d["ops_cca"] is None for d in res.decisions)
+
+
+def test_adaptive_needs_a_model(tmp_path):
+    with pytest.raises(ValueError, match="classify and decide"):
+        ox.run_scheme(ScriptedLab(), "bbr", "Adaptive", 20, Path(tmp_path), say=lambda m: None)
 
 
 def test_failing_transfers_end_the_scheme_instead_of_looping(tmp_path):

@@ -160,3 +160,14 @@ def test_inlined_in_the_report(tmp_path, evaluation):
     html = render_html(run_dir)
     assert '<section id="ops">' in html
     assert html.index('<section id="ops">') < html.index('<section id="notes">')
+
+
+def test_fig29_cycles_table(tmp_path):
+    cycles = [{"t_s": 10.0, "class": "bbr", "ops_cca": "bbr", "cca": "bbr", "probe_ms": 151.2, "mbps": 174.0},
+              {"t_s": 52.0, "class": "none", "ops_cca": "cubic", "cca": "cubic", "probe_ms": 129.6, "mbps": 27.0}]
+    fig29 = {"schemes": [dict(FIG29["schemes"][5], decisions=cycles, right_cca="bbr", ops_right=0.5),
+                         FIG29["schemes"][4]]}
+    html = _section(_run_dir(tmp_path, fig29=fig29))
+    table = re.search(r"<caption>Figure 29 cycles.*?</table>", html, re.S).group(0)
+    assert "bbr (151 ms) -> bbr 174; none (130 ms) -> cubic 27" in table
+    assert ">50.0<" in table and table.count("<tr>") == 2        # header and the one scheme with cycles
