@@ -85,7 +85,7 @@ MAX_FAILED_TRANSFERS = 3
 
 def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float | None, raw: Path, *,
                total_bytes: int | None = None, classify=None, decide=None, w: int = 10, period_s: float = 30.0,
-               active: bool = False, cycled: bool = True, say=print) -> SchemeResult:
+               active: bool = False, cycled: bool = True, settle_s: float = 0.0, say=print) -> SchemeResult:
     """One bar group of Figure 29: a background stream of `background` and a foreground scheme,
     until total_s seconds of transfer or, with total_bytes, until the transfer completes.
 
@@ -93,6 +93,7 @@ def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float | None,
     probe w s, classify, decide, transfer a period. Fixed:CUBIC and Fixed:BBR differ from Adaptive
     (OPS) only in ignoring the decision, which is still logged (what OPS would have chosen). With
     cycled=False a fixed scheme is one continuous transfer instead (no probe gaps, one slow start).
+    settle_s pauses between a transfer's end and the next probe (the paper probes at once).
     The background's throughput is averaged over the foreground's span."""
     if (total_s is None) == (total_bytes is None):
         raise ValueError("give exactly one of total_s or total_bytes")
@@ -110,7 +111,8 @@ def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float | None,
         if fixed and not cycled:
             _add(result, ops.transfer(fixed, total_s, raw / f"fg-{scheme}.json", total_bytes))
         else:
-            _cycles(ops, result, start, fixed, total_s, total_bytes, raw, classify, decide, w, period_s, active, say)
+            _cycles(ops, result, start, fixed, total_s, total_bytes, raw, classify, decide, w, period_s, active,
+                    settle_s, say)
         result.completion_s = round(time.monotonic() - start, 3)
         span = (start - warm, time.monotonic())
     finally:
@@ -121,11 +123,15 @@ def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float | None,
 
 
 def _cycles(ops, result: SchemeResult, start: float, fixed: str | None, total_s, total_bytes, raw: Path,
-            classify, decide, w: int, period_s: float, active: bool, say) -> None:
+            classify, decide, w: int, period_s: float, active: bool, settle_s: float, say) -> None:
     """Probe -> classify -> decide -> transfer, until the transfer is complete; a fixed scheme
     transfers with its own CCA whatever the decision."""
     step = failed = 0
     while not _complete(result, total_s, total_bytes):
+        if step and settle_s:
+            # an experimental pause, not a readiness wait: the background re-grows into the
+            # capacity the foreground left (BBR's bandwidth filter needs a few probe cycles)
+            time.sleep(settle_s)
         rtts = _probe_window(ops, w, active)
         label = classify(rtts) if classify else None
         chosen = decide(label) if label is not None and decide else None

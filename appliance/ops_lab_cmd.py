@@ -37,6 +37,8 @@ def add_parsers(ops_sub) -> None:
     run.add_argument("--fixed", choices=("cycled", "continuous"), default="cycled",
                      help="fixed schemes probe and transfer in the same cycle as Adaptive, as in seed 000 "
                           "§6.7 (cycled), or transfer without pause (continuous)")
+    run.add_argument("--settle", type=float, default=0.0, metavar="S",
+                     help="seconds between a transfer's end and the next probe (default 0, as in the paper)")
     run.add_argument("--out", type=Path, default=Path("runs"), help="runs are stored below this directory")
     run.set_defaults(func=cmd_run)
 
@@ -102,6 +104,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError(None, None, ("--duration",), args.duration, "seconds, at least 2")
     if not args.period >= 1:
         raise ConfigError(None, None, ("--period",), args.period, "seconds, at least 1")
+    if not 0 <= args.settle <= 600:
+        raise ConfigError(None, None, ("--settle",), args.settle, "seconds from 0 to 600")
     backgrounds = [b for b in args.background.split(",") if b]
     unknown = [b for b in backgrounds if b not in KNOWN_CCAS]
     if not backgrounds or unknown:
@@ -137,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     res = run_scheme(ops, background, scheme, args.duration, raw, total_bytes=total_bytes,
                                      classify=lambda rtts: classify(model, rtts), decide=decision.cca_for,
                                      w=model.w, period_s=args.period, active=model.probing == "active",
-                                     cycled=args.fixed == "cycled", say=say)
+                                     cycled=args.fixed == "cycled", settle_s=args.settle, say=say)
                     right = decision.cca_for(background) if background in model.classes else None
                     entries.append(fig29_entry(res, PAPER_FIG29.get((background, scheme), {}), right))
                     write_fig29(run_dir, entries)
@@ -161,5 +165,5 @@ def _manifest(run_dir: Path, spec, ops, args, model, total_bytes: int | None) ->
             "backend": "netns", "features": ops.features.as_dict(), "tools": lab_conditions(spec, ops)["tools"],
             "config": {"lab": str(args.lab), "model": str(args.model), "decision": str(args.decision),
                        "duration_s": args.duration, "bytes": total_bytes, "period_s": args.period,
-                       "fixed": args.fixed},
+                       "fixed": args.fixed, "settle_s": args.settle},
             "ops_lab": lab_conditions(spec, ops), "cells": []}

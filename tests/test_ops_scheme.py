@@ -91,6 +91,14 @@ def test_fixed_cycles_without_a_model_still_probe(tmp_path):
     assert all(d["class"] is None and d["ops_cca"] is None for d in res.decisions)
 
 
+def test_settle_pauses_before_every_probe_but_the_first(tmp_path, monkeypatch):
+    lab, pauses = ScriptedLab(), []
+    monkeypatch.setattr(ox.time, "sleep", pauses.append)
+    ox.run_scheme(lab, "bbr", "Adaptive", 30, Path(tmp_path), classify=lambda r: "bbr", decide=lambda c: "bbr",
+                  w=10, period_s=10, settle_s=5, say=lambda m: None)
+    assert lab.probes == 3 and pauses == [0, 5, 5]       # the warm-up (0 here), then before probes 2 and 3
+
+
 def test_adaptive_needs_a_model(tmp_path):
     with pytest.raises(ValueError, match="classify and decide"):
         ox.run_scheme(ScriptedLab(), "bbr", "Adaptive", 20, Path(tmp_path), say=lambda m: None)
@@ -146,6 +154,7 @@ REPO = Path(__file__).resolve().parent.parent
     (["--duration", "1"], "--duration = 1.0"),
     (["--period", "0"], "--period = 0.0"),
     (["--schemes", "Fixed:RENO"], "--schemes"),
+    (["--settle", "-1"], "--settle = -1.0"),
 ])
 def test_ops_run_refuses_bad_arguments_before_any_lab(tmp_path, capsys, args, fragment):
     from longhaul.appliance.cli import main
