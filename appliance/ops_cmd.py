@@ -147,7 +147,8 @@ def _print_evaluation(result: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    # piped output gets room for every w column (rich would squeeze them to 80 columns of "0.…")
+    console = Console() if sys.stdout.isatty() else Console(width=200)
     for probing in result["settings"]["probings"]:
         rows = [r for r in result["results"] if r["probing"] == probing]
         if not rows:
