@@ -80,11 +80,15 @@ def cmd_evaluate(args) -> int:
     dataset = _load_dataset(args.dataset)
     ws = _int_list(args.w, "--w", 1, 3600)
     ks = _int_list(args.k, "--k", 1, 100)
-    probings = _choice_list(args.probing, "--probing", PROBINGS) if args.probing else dataset.probings()
+    test = _load_dataset(args.test) if args.test else None
+    # by default, the modes there are to evaluate: with --test, those both recordings have
+    probings = (_choice_list(args.probing, "--probing", PROBINGS) if args.probing else
+                [p for p in dataset.probings() if test is None or p in test.probings()])
     classifiers = _choice_list(args.classifiers, "--classifiers", ops_classify.CLASSIFIERS)
     if not 2 <= args.folds <= 100:
         raise ConfigError(None, None, ("--folds",), args.folds, "an integer from 2 to 100")
-    test = _load_dataset(args.test) if args.test else None
+    if not probings:
+        raise ConfigError(args.test, None, ("modes",), test.probings(), f"a probing mode {args.dataset} also has")
     for data in (dataset, test) if test else (dataset,):
         missing = [p for p in probings if p not in data.probings()]
         if missing:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import platform
 import time
 from dataclasses import dataclass, field
@@ -102,8 +103,8 @@ def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float | None,
         raise ValueError("the adaptive scheme needs classify and decide")
     result = SchemeResult(background, scheme)
     warm = ops.spec.record.warmup_s
-    budget = ops.seconds_for(total_s, total_bytes) * (1.5 if cycled or not fixed else 1) + warm + 60
-    clients = ops.start_background([background], budget, raw)
+    clients = ops.start_background([background], background_seconds(
+        ops.seconds_for(total_s, total_bytes), warm, period_s if cycled or not fixed else None, w, settle_s), raw)
     bg_raw = raw / f"bg-{ops.spec.roles.background_pairs[0]}-{background}.json"
     try:
         time.sleep(warm)
@@ -120,6 +121,15 @@ def run_scheme(ops: OpsLab, background: str, scheme: str, total_s: float | None,
             client.stop()
     result.bg_mbps = _bg_over(bg_raw, span, warm)
     return result
+
+
+def background_seconds(transfer_s: float, warm_s: float, period_s: float | None, w: int, settle_s: float) -> float:
+    """How long the background must run to outlast the foreground: its warm-up, the transfer and,
+    when the scheme cycles, every cycle's probe (up to twice w + 1 s when rounds are lost) and
+    pause, plus a minute of slack. A background that ended first would hand the foreground an
+    empty link and leave the last cycles without one."""
+    cycles = math.ceil(transfer_s / period_s) if period_s else 0
+    return warm_s + transfer_s + cycles * (2 * (w + 1) + settle_s) + 60
 
 
 def _cycles(ops, result: SchemeResult, start: float, fixed: str | None, total_s, total_bytes, raw: Path,

@@ -211,3 +211,16 @@ def test_evaluate_test_with_other_conditions_exit_2(dataset_path, tmp_path, caps
     assert main(["ops", "evaluate", str(dataset_path), "--test", str(other), "--classifiers", "gnb"]) == 2
     err = capsys.readouterr().err
     assert "shallow.json" in err and "queue_bytes" in err and "to test a model trained on it" in err
+
+
+def test_evaluate_test_defaults_to_the_modes_both_recordings_have(capsys):
+    """The shipped session-4 recording has passive and active runs, session 5's only passive."""
+    from pathlib import Path
+    shipped = Path(__file__).resolve().parent.parent / "datasets"
+    rc = main(["ops", "evaluate", str(shipped / "ops-overlay1-s4.csv"), "--test", str(shipped / "ops-overlay1-s5.csv"),
+               "--w", "10", "--classifiers", "knn", "--k", "1", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["settings"]["probings"] == ["passive"] and len(out["results"]) == 1
+    # the figure docs/ops.md quotes for a model of one recording tested on the other
+    assert out["results"][0]["accuracy_mean"] == pytest.approx(0.694, abs=0.001)

@@ -175,3 +175,16 @@ def test_ops_run_decision_must_cover_the_model(tmp_path, capsys):
                "--lab", str(REPO / "profiles" / "ops" / "lab.toml"), "--decision", str(partial),
                "--out", str(tmp_path / "runs")])
     assert rc == 2 and "decision.toml" in capsys.readouterr().err
+
+
+def test_background_outlasts_every_cycle():
+    # 600 s in 10 s periods with w = 10: 60 cycles of up to 22 s of probing and 5 s of pause
+    assert ox.background_seconds(600, 15, 10, 10, 5) == 15 + 600 + 60 * 27 + 60
+    assert ox.background_seconds(120, 15, None, 10, 0) == 15 + 120 + 60      # one continuous transfer
+
+
+def test_the_background_is_asked_for_long_enough(tmp_path):
+    lab, asked = ScriptedLab(), []
+    lab.start_background = lambda ccas, seconds, raw: asked.append(seconds) or []
+    _adaptive(lab, tmp_path, total_s=25)                # 3 cycles of w = 10, no warm-up here
+    assert asked == [25 + 3 * 22 + 60]
