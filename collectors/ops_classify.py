@@ -143,12 +143,16 @@ def cross_validate(X, y, spec_list: list[Spec], folds: int = 5, random_state: in
         for s in spec_list:
             out[s]["folds"].append(float(np.mean(preds[s] == y[test])))
             if decision:
-                out[s]["decision_folds"].append(float(np.mean([decision[p] == decision[t]
-                                                               for p, t in zip(preds[s], y[test])])))
+                out[s]["decision_folds"].append(_decision_accuracy(decision, preds[s], y[test]))
             out[s]["oof"][test] = preds[s]
             out[s]["seconds"] += secs[s]
             out[s]["not_converged"] += 0 if ok[s] else 1
     return out
+
+
+def _decision_accuracy(decision: dict[str, str], predicted, truth) -> float:
+    """The share of windows whose predicted class maps to the same CCA as the true class."""
+    return float(np.mean([decision[p] == decision[t] for p, t in zip(predicted, truth)]))
 
 
 def held_out(X_train, y_train, X_test, y_test, spec_list: list[Spec], random_state: int = RANDOM_STATE,
@@ -161,8 +165,7 @@ def held_out(X_train, y_train, X_test, y_test, spec_list: list[Spec], random_sta
     for s in spec_list:
         out[s] = {"folds": [float(np.mean(preds[s] == y_test))], "oof": preds[s], "seconds": secs[s],
                   "not_converged": 0 if ok[s] else 1,
-                  "decision_folds": [float(np.mean([decision[p] == decision[t] for p, t in zip(preds[s], y_test)]))]
-                  if decision else []}
+                  "decision_folds": [_decision_accuracy(decision, preds[s], y_test)] if decision else []}
     return out
 
 
