@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import scipy
 
-from longhaul.appliance.analyze_cmd import analyze_profile
+from longhaul.appliance.cli.analyze import analyze_profile
 
 OUT = Path(__file__).resolve().parent / "RESULTS-analysis.md"
 CAPACITY = 10_000.0                       # Mb/s, seed 001's 10GigE
@@ -81,9 +81,9 @@ def generate(root: Path) -> Path:
 
 def phase_times(csv_path: Path) -> dict:
     """The same analysis again, step by step, to show where the time goes."""
-    from longhaul.collectors.dynamics import analyse_traces
-    from longhaul.collectors.throughput_profile import build_profiles, capacity_of, load_trials
-    from longhaul.collectors.transition_rtt import fit_profiles
+    from longhaul.collectors.studies.throughput_profile.dynamics import analyse_traces
+    from longhaul.collectors.studies.throughput_profile.analysis import build_profiles, capacity_of, load_trials
+    from longhaul.collectors.studies.throughput_profile.transition_rtt import fit_profiles
 
     out, t = {}, time.perf_counter()
 

@@ -31,7 +31,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from longhaul.collectors import dtw_knn, ops_dataset  # noqa: E402
+from longhaul.collectors.studies.ops import dtw_knn
+from longhaul.collectors.studies.ops import dataset as ops_dataset
 
 OUT = HERE / "RESULTS-ops.md"
 WS, KS, RADIUS, FOLDS, SEED = (10, 30), (1, 3), 10, 5, 0
@@ -161,7 +162,7 @@ def main(argv=None) -> int:
     parser.add_argument("--probing", default="passive", choices=ops_dataset.PROBING)
     args = parser.parse_args(argv)
     if dtw_knn.load_library() is None:
-        raise SystemExit("build the C library first: make -C collectors/dtw OUT=$PWD/build/lib")
+        raise SystemExit("build the C library first: make -C collectors/studies/ops/dtw OUT=$PWD/build/lib")
     from sklearn.model_selection import StratifiedKFold
 
     load = os.getloadavg()

@@ -16,9 +16,9 @@ import argparse
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from longhaul.collectors import ops_dataset as ds
-from longhaul.collectors import ops_decision
-from longhaul.collectors.dtw_knn import DTWKNNClassifier
+from longhaul.collectors.studies.ops import dataset as ds
+from longhaul.collectors.studies.ops import decision as ops_decision
+from longhaul.collectors.studies.ops.dtw_knn import DTWKNNClassifier
 
 FOLDS = 5
 

@@ -4,7 +4,7 @@
 burst-mode RTT probe run for WINDOW_S seconds; their CPU is this process's own CPU time plus that
 of the children it reaped in the window (ss, fping and `ip netns exec`), divided by the window.
 The iperf3 clients are reaped only after the window, so their CPU is not counted; the probe
-processes (one per sender, collectors/tcpinfo_probe.py) are reaped inside it, so theirs is.
+processes (one per sender, drivers/agents/tcpinfo_probe.py) are reaped inside it, so theirs is.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from longhaul.appliance import leftovers
-from longhaul.collectors.rtt_probe import RttProbe
-from longhaul.collectors.socket_sampler import SocketSampler
+from longhaul.hardware.backends.netns import leftovers
+from longhaul.collectors.live.rtt_probe import RttProbe
+from longhaul.collectors.live.socket_sampler import SocketSampler
 from longhaul.drivers import iperf3
-from longhaul.hardware import delayline
+from longhaul.hardware.delayline import helper as delayline
 from longhaul.hardware.cleanup import CleanupStack
-from longhaul.hardware.executor import ProcessTable, wait_until
-from longhaul.hardware.features import detect
-from longhaul.hardware.netns_lab import LinkSettings, NetnsLab
+from longhaul.hardware.executors.process import ProcessTable, wait_until
+from longhaul.hardware.backends.netns.features import detect
+from longhaul.hardware.backends.netns.lab import LinkSettings, NetnsLab
 from longhaul.hardware.topology import dumbbell
 
 PAIRS, PER_PAIR, WINDOW_S = 8, 2, 20.0

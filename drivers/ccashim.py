@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from longhaul.core.paths import BUILD_LIB
 
 LIBRARY_NAME = "liblonghaul_ccashim.so"
 
@@ -15,7 +16,7 @@ def library_path() -> Path:
     env = os.environ.get("LONGHAUL_CCASHIM")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "build" / "lib" / LIBRARY_NAME
+    return BUILD_LIB / LIBRARY_NAME
 
 
 def wrap(argv: list[str], cca: str | None, library: Path | None = None) -> list[str]:

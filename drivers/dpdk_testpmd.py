@@ -16,7 +16,7 @@ group, so a stop by the trial (SIGTERM to the group) reaches it too. A small `sh
 a unique --file-prefix (the shell's pid) and removes the empty runtime directory EAL leaves in
 /var/run/dpdk; its `trap :` makes it outlive the group signal long enough to do so.
 
-Receiver: no process of testpmd's own; `longhaul.collectors.ifrate` on the receiving host reports
+Receiver: no process of testpmd's own; `longhaul.drivers.agents.ifrate` on the receiving host reports
 per-second rx bytes of an interface (sysfs) or of the flow's UDP port (iptables counter).
 
 What the lab must provide in the flow's options (BurstSpec.options):
@@ -37,8 +37,9 @@ import re
 import shlex
 import sys
 
-from .jsonlines import json_lines
-from .result import Interval, Result
+from longhaul.drivers.tool import FlowRules, ServerSpec
+from longhaul.drivers.jsonlines import json_lines
+from longhaul.drivers.result import Interval, Result
 
 EXECUTABLE = "dpdk-testpmd"
 DEFAULT_FRAME = 1514
@@ -128,7 +129,7 @@ def client_argv(spec) -> list[str]:
 
 
 def meter_argv(rx_iface: str, ready_file: str, udp_port: int | None = None, python: str = sys.executable) -> list[str]:
-    argv = [python, "-m", "longhaul.collectors.ifrate", rx_iface, "--ready-file", ready_file]
+    argv = [python, "-m", "longhaul.drivers.agents.ifrate", rx_iface, "--ready-file", ready_file]
     return argv + (["--udp-port", str(udp_port)] if udp_port is not None else [])
 
 
@@ -221,6 +222,7 @@ class DpdkTestpmd:
     needs_link_facts = True     # frames are built at layer 2: next hop MAC, no ARP
     hardware_only = None
     option_keys = ("pci", "iface", "dst_mac", "src_ip", "dst_ip", "rx_iface", "frame_bytes", "lcores", "cores", "mem_mb", "mbufs", "multi_flow")   # what a flow's [flows.options] may set
+    rules = FlowRules(("udp",))
 
     def prepare(self, spec):
         return [], []
@@ -229,14 +231,13 @@ class DpdkTestpmd:
         return str(spec.workdir / f"lh-ifrate-{spec.port}.ready")
 
     def server(self, spec):
-        from .tool import ServerSpec
         rx_iface = _opt(spec.options, "rx_iface")
         # options.udp_port given: count only this flow's packets; else the whole interface
         count_port = _udp_port(spec) if spec.options.get("udp_port") else None
         ready = self._ready_file(spec)
         cleanup = [["rm", "-f", ready]]
         if count_port is not None:
-            from ..collectors.ifrate import cleanup_argv
+            from longhaul.drivers.agents.ifrate import cleanup_argv
             cleanup.append(cleanup_argv(rx_iface, count_port))   # backstop if the meter was killed
         return ServerSpec(meter_argv(rx_iface, ready, count_port), ["cat", ready], cleanup)
 

@@ -34,8 +34,8 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from urllib.parse import quote
 
-from .result import Interval, Result
-from .tool import BurstSpec, ServerSpec, listening
+from longhaul.drivers.result import Interval, Result
+from longhaul.drivers.tool import BurstSpec, FlowRules, ServerSpec, listening
 
 CONTROL_PORT_OFFSET = 10000     # control channel port = the burst's port + this (below the ephemeral range)
 MIB = 1048576                   # globus-url-copy's "MB/sec" is MiB per second
@@ -230,6 +230,12 @@ def parse(client_text: str, server_text: str, spec: BurstSpec | None = None) -> 
         error=error, extra=extra)
 
 
+def _check_flow(flow) -> str | None:
+    if flow.storage == "disk" and flow.file_bytes is None and flow.bytes is None:
+        return "a timed file transfer needs file_bytes (the size of each file it moves)"
+    return None
+
+
 class GridFTP:
     """drivers.tool.Tool for GridFTP. One server per burst (shared_servers False): each server's
     stdout then holds exactly one transfer-stats line, its passive data port is the burst's own
@@ -243,6 +249,7 @@ class GridFTP:
     needs_link_facts = False
     hardware_only = None
     option_keys = ("gridftp_control_port", "gridftp_bind")   # what a flow's [flows.options] may set
+    rules = FlowRules(("tcp",), multi_stream=True, flow_fields=("storage", "file_bytes"), check=_check_flow)
 
     def prepare(self, spec: BurstSpec) -> tuple[list[list[str]], list[list[str]]]:
         return prepare_argv(spec)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from .result import Interval, Result, merge_short_tail  # noqa: F401  (re-exported for callers)
-from .tool import BurstSpec, ServerSpec, listening
+from longhaul.drivers.result import Interval, Result, merge_short_tail  # noqa: F401  (re-exported for callers)
+from longhaul.drivers.tool import BurstSpec, FlowRules, ServerSpec, listening
 
 
 def server_argv(port: int, bind: str | None = None) -> list[str]:
@@ -110,6 +110,7 @@ class Iperf3:
     needs_link_facts = False
     hardware_only = None
     option_keys = ()   # what a flow's [flows.options] may set
+    rules = FlowRules(("tcp", "udp"), declared_rate=True, multi_stream=True)
 
     def prepare(self, spec):
         return [], []

@@ -19,7 +19,7 @@ the paper's kernel client kept more in flight (one client: 410 Mb/s at 128 ms). 
 
 Per-second intervals are an approximation: nfs-cp reports nothing until a copy is done, so each
 copy's bytes are spread evenly over its duration and summed per second. The socket sampler
-(collectors/socket_sampler.py, keyed by the NFS port) gives the real per-second view.
+(collectors/live/socket_sampler.py, keyed by the NFS port) gives the real per-second view.
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ from __future__ import annotations
 import math
 import sys
 
-from .jsonlines import json_lines
-from .nfs_server import READY_LINE, paths
-from .result import Interval, Result
+from longhaul.drivers.tool import FlowRules, ServerSpec
+from longhaul.drivers.jsonlines import json_lines
+from longhaul.drivers.nfs_server import READY_LINE, paths
+from longhaul.drivers.result import Interval, Result
 
 DEFAULT_FILE_BYTES = 1_000_000_000
-# NFSv3 needs a MOUNT port beside the NFS port; a flow owns ports base..base+9 (appliance/trial.py)
+# NFSv3 needs a MOUNT port beside the NFS port; a flow owns ports base..base+9 (appliance/run/trial.py)
 # from 5201 on, so an offset of 10000 stays clear of every flow's ports and below the ephemeral range.
 MOUNT_PORT_OFFSET = 10_000
 
@@ -183,6 +184,12 @@ def parse(client_text: str, server_text: str = "", spec=None) -> Result:
                   remote_port=start.get("port"), error=error, extra=extra)
 
 
+def _check_flow(flow) -> str | None:
+    if flow.file_bytes is None and flow.bytes is None:
+        return "a timed file transfer needs file_bytes (the size of each file it moves)"
+    return None
+
+
 class Nfs:
     """drivers.tool.Tool for NFS: one ganesha per burst (its files live in the burst's workdir)."""
 
@@ -194,12 +201,12 @@ class Nfs:
     needs_link_facts = False
     hardware_only = None
     option_keys = ("iterations", "mount_port", "bind")   # what a flow's [flows.options] may set
+    rules = FlowRules(("tcp",), flow_fields=("clients", "file_bytes"), check=_check_flow)
 
     def prepare(self, spec):
         return [], []
 
     def server(self, spec):
-        from .tool import ServerSpec
         p = paths(spec.workdir, spec.port)
         # ganesha logs READY_LINE once it serves; the launcher deletes an old log before starting.
         # Cleanup drops only the copied files (clients x file size); the log stays with the run.

@@ -14,7 +14,9 @@ import math
 import os
 import pathlib
 
-from .result import Interval, Result
+from longhaul.drivers.tool import FlowRules, ServerSpec, listening
+from longhaul.drivers.result import Interval, Result
+from longhaul.core.paths import BUILD_BIN
 
 BINARY_NAME = "longhaul-pacedudp"
 DEFAULT_PAYLOAD = 1472          # UDP payload filling a 1500-byte MTU over IPv4
@@ -26,7 +28,7 @@ def helper_path() -> pathlib.Path:
     env = os.environ.get("LONGHAUL_PACEDUDP")
     if env:
         return pathlib.Path(env)
-    return pathlib.Path(__file__).resolve().parent.parent / "build" / "bin" / BINARY_NAME
+    return BUILD_BIN / BINARY_NAME
 
 
 # ------------------------------------------------------------------------------ the declared schedule
@@ -194,6 +196,7 @@ class PacedUdp:
     needs_link_facts = False
     hardware_only = None
     option_keys = ("payload_bytes", "catchup", "burst_ms", "max_lag_ms", "tick_us", "idle_timeout_s", "rcvbuf_bytes")   # what a flow's [flows.options] may set
+    rules = FlowRules(("udp",), declared_rate=True, in_burst_shapes=("sinusoid",))
 
     def prepare(self, spec):
         return [], []
@@ -203,7 +206,6 @@ class PacedUdp:
         return (str(helper_path()),)
 
     def server(self, spec):
-        from .tool import ServerSpec, listening
         opts = spec.options or {}
         return ServerSpec(server_argv(spec.port, idle_timeout_s=float(opts.get("idle_timeout_s", DEFAULT_IDLE_TIMEOUT_S)),
                                       rcvbuf_bytes=opts.get("rcvbuf_bytes")),

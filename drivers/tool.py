@@ -1,6 +1,6 @@
 """The one shape every traffic tool's driver has, so the trial runs any of them the same way.
 
-A flow is a sequence of bursts (appliance/patterns.py). For each burst the trial asks the driver
+A flow is a sequence of bursts (drivers/patterns.py). For each burst the trial asks the driver
 for a receiver-side process (`server`), waits until `ready` says it listens, starts the sender
 (`client`) at the burst's time on the flow's sender host, and after the trial hands both outputs
 to `parse`. Drivers are pure: they build argv lists and parse text; executors run them on a
@@ -12,11 +12,12 @@ long-lived servers; other tools start one receiver per burst.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Protocol
+from typing import Any, Protocol
 
-from .result import Result
+from longhaul.drivers.result import Result
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,29 @@ class Shape:
     min_mbps: float
     max_mbps: float
     period_s: float
+
+
+@dataclass(frozen=True)
+class FlowRules:
+    """What a tool accepts of a flow declaration; the config schema applies these for every tool
+    alike, so adding a tool never touches the schema.
+
+    transports: what it carries; the first is the protocol a flow of this tool gets by default.
+    declared_rate: a UDP flow of it paces to a declared `udp_rate_mbps` (otherwise it sets its own
+        pace: UDT's rate control, line rate, TCP).
+    multi_stream: one flow may run several `streams`.
+    in_burst_shapes: patterns whose rate changes within one burst, which only a paced source can
+        follow ("sinusoid").
+    flow_fields: the tool-specific flow keys it reads (`clients`, `storage`, `file_bytes`); any
+        other tool refuses them when they differ from their defaults.
+    check: the tool's own rules on a whole flow: returns what is wrong, or None.
+    """
+    transports: tuple[str, ...]
+    declared_rate: bool = False
+    multi_stream: bool = False
+    in_burst_shapes: tuple[str, ...] = ()
+    flow_fields: tuple[str, ...] = ()
+    check: Callable[[Any], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +86,7 @@ class Tool(Protocol):
     needs_link_facts: bool          # True: options carry the lab's iface/MAC/addresses (layer-2 tools)
     hardware_only: str | None       # what the tool needs that the embedded lab cannot give, if anything
     option_keys: tuple[str, ...]    # the keys a flow's `options` table may set for this tool
+    rules: FlowRules                # what a flow declaration of this tool may say
 
     def prepare(self, spec: BurstSpec) -> tuple[list[list[str]], list[list[str]]]:
         """(argv to run on the sender before the trial's clock starts, argv to run after it):

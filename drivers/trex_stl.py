@@ -6,7 +6,7 @@ TRex needs its DPDK-bound NICs and its own release tree (`<trex>/t-rex-64`, the 
 only generation, the plan and parsing are tested here (tests/test_trex_stl.py), and the live run
 is a test that needs a TRex host.
 
-Patterns (appliance/patterns.py) -> STL stream modes, one stream per flow:
+Patterns (drivers/patterns.py) -> STL stream modes, one stream per flow:
   constant + duration_s        STLTXCont, stopped by start(duration=...)
   constant + bytes             STLTXSingleBurst, total_pkts = ceil(bytes / frame)
   square (on_s, off_s)         STLTXMultiBurst: pkts_per_burst = rate x on_s, ibg = off_s,
@@ -27,10 +27,13 @@ import json
 import math
 import shlex
 from dataclasses import dataclass
+
+from longhaul.drivers.tool import FlowRules
+from longhaul.drivers.patterns import bursts
 from pathlib import PurePosixPath
 
-from .jsonlines import json_lines
-from .result import Interval, Result
+from longhaul.drivers.jsonlines import json_lines
+from longhaul.drivers.result import Interval, Result
 
 API_SUBDIR = "automation/trex_control_plane/interactive"
 RPC_PORT = 4501          # TRex's synchronous JSON-RPC port: the server is up once it listens
@@ -73,7 +76,6 @@ def streams_for(flow, *, src_ip: str, dst_ip: str, dport: int, sport: int | None
                 line_rate_mbps: float | None = None) -> list[StreamDecl]:
     """Streams for a flow declaration (duck-typed like schema.Flow: name, pattern, start_s,
     duration_s, bytes, on_s, off_s, burst_s, every_s)."""
-    from ..appliance.patterns import bursts
     if not 64 <= frame_bytes <= 9216:
         raise ValueError(f"trex: frame_bytes {frame_bytes} outside 64..9216")
     if rate_mbps is not None and rate_mbps <= 0:
@@ -304,7 +306,7 @@ def parse_runner(text: str) -> dict:
 def parse(client_text: str, server_text: str = "", spec=None) -> Result:
     """Sender figures from the runner (TRex's port counters opackets/obytes, summed over the
     flow's ports); the receiver's per-second view from the ifrate meter when one ran."""
-    from .dpdk_testpmd import parse_meter
+    from longhaul.drivers.dpdk_testpmd import parse_meter
     run = parse_runner(client_text)
     senders, prev_t = [], 0.0
     for row in run["intervals"]:
@@ -340,12 +342,13 @@ class TrexStl:
     needs_link_facts = True
     hardware_only = "a TRex host with its release tree (options.trex_path); TRex cannot run in the embedded lab"
     option_keys = ("trex_path", "trex_server", "trex_ports", "line_rate_mbps", "python", "frame_bytes", "src_ip", "dst_ip", "rx_iface")   # what a flow's [flows.options] may set
+    rules = FlowRules(("udp",), declared_rate=True)
 
     def prepare(self, spec):
         return [], []
 
     def server(self, spec):
-        from .dpdk_testpmd import DpdkTestpmd
+        from longhaul.drivers.dpdk_testpmd import DpdkTestpmd
         return DpdkTestpmd().server(spec)
 
     def client(self, spec) -> list[str]:

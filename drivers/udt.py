@@ -14,8 +14,10 @@ import math
 import os
 from pathlib import Path
 
-from .jsonlines import json_lines
-from .result import Interval, Result
+from longhaul.drivers.tool import FlowRules, ServerSpec, listening
+from longhaul.drivers.jsonlines import json_lines
+from longhaul.drivers.result import Interval, Result
+from longhaul.core.paths import BUILD_BIN
 
 BINARY_NAME = "longhaul-udtperf"
 
@@ -36,7 +38,7 @@ def helper_path() -> Path:
     env = os.environ.get("LONGHAUL_UDTPERF")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "build" / "bin" / BINARY_NAME
+    return BUILD_BIN / BINARY_NAME
 
 
 def _option_args(options: dict | None) -> list[str]:
@@ -169,6 +171,7 @@ class Udt:
     needs_link_facts = False
     hardware_only = None
     option_keys = tuple(OPTION_FLAGS)   # what a flow's [flows.options] may set
+    rules = FlowRules(("udp",))
 
     def prepare(self, spec):
         return [], []
@@ -190,7 +193,6 @@ class Udt:
             raise ValueError(f"bad duration {spec.duration_s!r}")
 
     def server(self, spec):
-        from .tool import ServerSpec, listening
         self._check(spec)
         # UDT is UDP underneath: the receiver's port shows as an unconnected UDP socket
         return ServerSpec(receiver_argv(spec.port, options=spec.options),

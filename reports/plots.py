@@ -16,7 +16,7 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .store_reader import TrialSeries
+from longhaul.collectors.store.reader import TrialSeries
 
 WIDTH_IN, HEIGHT_IN = 7.2, 2.3
 # Time-series axes share one fixed frame (legend outside on the right) so that the figures of a

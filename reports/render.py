@@ -14,8 +14,11 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from . import ops_section, plots, profile_section, stiff_udp_section
-from .store_reader import RunStore, TrialSeries, load_store
+from longhaul.reports import plots
+from longhaul.collectors.studies.ops import section as ops_section
+from longhaul.collectors.studies.throughput_profile import section as profile_section
+from longhaul.collectors.studies.stiff_udp import section as stiff_udp_section
+from longhaul.collectors.store.reader import RunStore, TrialSeries, load_store
 
 TEMPLATES = Path(__file__).parent / "templates"
 EXTRA_SECTIONS = (profile_section, ops_section, stiff_udp_section)

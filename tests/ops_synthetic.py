@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from longhaul.collectors import ops_dataset
+from longhaul.collectors.studies.ops import dataset as ops_dataset
 
 BASE_MS = 128.0
 QMAX_MS = 96.0

@@ -16,8 +16,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from longhaul.hardware.executor import NetnsExecutor, ProcessTable, wait_until
-from longhaul.hardware.ssh_executor import SshExecutor
+from longhaul.hardware.executors.process import NetnsExecutor, ProcessTable, wait_until
+from longhaul.hardware.executors.ssh import SshExecutor
 
 
 def lab_skip_reason() -> str | None:

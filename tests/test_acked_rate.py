@@ -1,5 +1,5 @@
-from longhaul.collectors.acked_rate import per_second, retransmits
-from longhaul.collectors.socket_sampler import Sample
+from longhaul.collectors.live.acked_rate import per_second, retransmits
+from longhaul.collectors.live.socket_sampler import Sample
 from longhaul.drivers.ss import Socket
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from longhaul.appliance.cli import main
-from longhaul.reports import profile_section
-from longhaul.reports.store_reader import load_store
+from longhaul.appliance.cli.app import main
+from longhaul.collectors.studies.throughput_profile import section as profile_section
+from longhaul.collectors.store.reader import load_store
 
 TESTS = Path(__file__).parent
 DATA = TESTS / "data" / "profile"

@@ -1,10 +1,10 @@
-"""Seed 002's appropriation from 5 competing TCP streams (collectors/appropriation.py) and the
-printed reference data (collectors/seed002_reference.py)."""
+"""Seed 002's appropriation from 5 competing TCP streams (collectors/studies/stiff_udp/appropriation.py) and the
+printed reference data (collectors/studies/stiff_udp/reference.py)."""
 from __future__ import annotations
 
 import pytest
-from longhaul.collectors import appropriation as ap
-from longhaul.collectors import seed002_reference as ref
+from longhaul.collectors.studies.stiff_udp import appropriation as ap
+from longhaul.collectors.studies.stiff_udp import reference as ref
 
 B = ref.BASELINE_COMPETING_AGGREGATE_MBPS     # 75.3 Mb/s
 

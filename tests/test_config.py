@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.appliance import cli
-from longhaul.appliance.config import load_config
-from longhaul.appliance.errors import ConfigError
-from longhaul.appliance.profiles import load_profile
-from longhaul.appliance.schema import Topology
+from longhaul.appliance.cli import app as cli
+from longhaul.appliance.config.load import load_config
+from longhaul.core.errors import ConfigError
+from longhaul.appliance.config.profiles import load_profile
+from longhaul.appliance.config.schema import Topology
 
 REPO = Path(__file__).resolve().parent.parent
 AVAILABLE = ", ".join(sorted(p.stem for p in (REPO / "profiles").glob("*.toml")))
@@ -133,7 +133,7 @@ BAD_PROFILES = [
     ("udt-unknown-option", edit(FG, 'pair = 1\ntool = "udt"\noptions = { udt_rcvbuf = 20000000, window = 3 }\n'),
      "[[flows]]", "flows[0]", "options ['window'] are not settings of udt; it takes: mss, fc, udt_sndbuf"),
     ("file-bytes-iperf3", edit(FG, 'pair = 1\nfile_bytes = 1000\n'), "[[flows]]", "flows[0]",
-     "file_bytes is for tools that move files"),
+     "file_bytes 1000 is for gridftp and nfs"),
     ("duration-and-bytes", edit(FG, "pair = 1\nbytes = 1000\n"), "[[flows]]", "flows[0]",
      "exactly one of duration_s or bytes"),
     ("neither-duration-nor-bytes", edit("pair = 1\nduration_s = 10\n", "pair = 1\n"), "[[flows]]", "flows[0]",
@@ -334,7 +334,7 @@ def test_queue_in_profile(tmp_path):
 # ------------------------------------------------------------------------------------------ CLI
 
 def test_cli_check_bad_config_exits_2_and_sets_up_nothing(tmp_path, capsys, monkeypatch):
-    from longhaul.hardware import features
+    from longhaul.hardware.backends.netns import features
 
     def no_preflight(*args, **kwargs):
         raise AssertionError("preflight must not run for a bad config")
@@ -353,7 +353,7 @@ def test_cli_check_bad_config_exits_2_and_sets_up_nothing(tmp_path, capsys, monk
 
 
 def test_cli_check_bad_profile_exits_2(tmp_path, capsys, monkeypatch):
-    from longhaul.hardware import features
+    from longhaul.hardware.backends.netns import features
 
     monkeypatch.setattr(features, "detect", lambda *a, **k: pytest.fail("preflight ran"))
     (tmp_path / "profiles").mkdir()

@@ -28,8 +28,8 @@ import time
 
 import pytest
 
-from longhaul.collectors.host_cpu import StealMeter
-from longhaul.hardware import delayline
+from longhaul.collectors.live.host_cpu import StealMeter
+from longhaul.hardware.delayline import helper as delayline
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 

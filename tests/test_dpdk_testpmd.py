@@ -1,4 +1,4 @@
-"""dpdk-testpmd txonly driver (drivers/dpdk_testpmd.py) and the receiver meter (collectors/ifrate.py).
+"""dpdk-testpmd txonly driver (drivers/dpdk_testpmd.py) and the receiver meter (drivers/agents/ifrate.py).
 
 Captured output in tests/data/dpdk/ comes from the lab test below on the dev box (Debian 12,
 dpdk-dev 22.11.11, kernel 6.18, 2 shared cores), copied out of pytest's --basetemp:
@@ -25,10 +25,10 @@ import time
 from pathlib import Path, PurePosixPath
 
 import pytest
-from longhaul.collectors import ifrate
+from longhaul.drivers.agents import ifrate
 from longhaul.drivers import dpdk_testpmd as dp
 from longhaul.drivers.tool import BurstSpec
-from longhaul.hardware.executor import NetnsExecutor, ProcessTable, wait_until
+from longhaul.hardware.executors.process import NetnsExecutor, ProcessTable, wait_until
 
 from .lab_support import requires_lab
 from netns_wiring import routed as routed_lab, veth_pair
@@ -99,7 +99,7 @@ def test_server_is_the_meter():
     tool = dp.DpdkTestpmd()
     assert tool.name == "dpdk" and tool.shared_servers is False
     srv = tool.server(_spec())
-    assert srv.argv[1:] == ["-m", "longhaul.collectors.ifrate", "b0", "--ready-file", "/tmp/w/lh-ifrate-5301.ready"]
+    assert srv.argv[1:] == ["-m", "longhaul.drivers.agents.ifrate", "b0", "--ready-file", "/tmp/w/lh-ifrate-5301.ready"]
     assert srv.ready == ["cat", "/tmp/w/lh-ifrate-5301.ready"]
     counted = tool.server(_spec(options={"udp_port": 7000}))
     assert counted.argv[-2:] == ["--udp-port", "7000"]

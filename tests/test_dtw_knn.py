@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from longhaul.collectors import dtw_knn
+from longhaul.collectors.studies.ops import dtw_knn
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -130,7 +130,7 @@ def test_k_larger_than_training_set(backend, c_lib):
 
 def test_fallback_to_numpy_with_warning(monkeypatch, caplog, tmp_path):
     monkeypatch.setenv("LONGHAUL_DTW_LIB", str(tmp_path / "missing.so"))
-    with caplog.at_level(logging.WARNING, logger="longhaul.collectors.dtw_knn"):
+    with caplog.at_level(logging.WARNING, logger="longhaul.collectors.studies.ops.dtw_knn"):
         assert dtw_knn.load_library() is None
         d = dtw_knn.dtw([0.0, 2.0, 4.0], [1.0, 1.0, 5.0], None)
     assert d == pytest.approx(math.sqrt(3))

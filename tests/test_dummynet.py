@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from longhaul.hardware import dummynet as dn
+from longhaul.hardware.routers import freebsd_ipfw as dn
 
 
 def test_pipe_plan_matches_the_documented_config_form():

@@ -2,7 +2,7 @@
 import csv
 
 from longhaul.reports import plots
-from longhaul.reports.store_reader import load_trial_series
+from longhaul.collectors.store.reader import load_trial_series
 
 COLUMNS = ["t_s", "flow", "src", "sport", "dst", "dport", "cwnd", "bytes_in_flight", "srtt_ms", "rttvar_ms",
            "retrans_total", "delivery_rate_mbps", "bytes_acked"]

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 from lab_support import requires_lab
-from longhaul.collectors.socket_sampler import parse_probe_line
+from longhaul.collectors.live.socket_sampler import parse_probe_line
 from longhaul.drivers import gridftp
 from longhaul.drivers.gridftp import GridFTP, parse
 from longhaul.drivers.tool import BurstSpec, listening
@@ -283,7 +283,7 @@ def _burst(tool: GridFTP, spec: BurstSpec, tmp: Path, tag: str):
                 assert srv.poll() is None, (tmp / f"{tag}.server").read_text()
                 assert time.monotonic() < deadline, "server did not listen"
                 time.sleep(0.05)
-            probe = subprocess.Popen(_nsx(NS_A, sys.executable, "-m", "longhaul.collectors.tcpinfo_probe",
+            probe = subprocess.Popen(_nsx(NS_A, sys.executable, "-m", "longhaul.drivers.agents.tcpinfo_probe",
                                           "--period", "0.1", "--ports", str(spec.port)),
                                      stdout=out["probe"], stderr=subprocess.DEVNULL, start_new_session=True)
             procs.append(probe)

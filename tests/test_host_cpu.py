@@ -1,4 +1,4 @@
-from longhaul.collectors.host_cpu import StealMeter, cpu_times, steal_percent
+from longhaul.collectors.live.host_cpu import StealMeter, cpu_times, steal_percent
 
 # /proc/stat of this dev VM (Linux 6.18, 2 vCPUs), two reads 5 s apart while the lab was busy
 BEFORE = "cpu  172860 87708 183302 1187534 7837 0 70676 265454 0 0\ncpu0 86000 40000 90000 590000 3900 0 35000 130000 0 0\n"

@@ -1,4 +1,4 @@
-"""The ssh lab backend (hardware/hosts_lab.py): the pure topology and plan from the example
+"""The ssh lab backend (hardware/backends/ssh/lab.py): the pure topology and plan from the example
 inventory, and a real `longhaul run` against a "real lab" of namespaces wired as a facility would.
 
 The real lab: S1, R1, R2, D1 are namespaces with addresses and routes already set on 10.204.x.0/24
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 from lab_support import lab_skip_reason as netns_skip_reason
-from longhaul.hardware import delayline
-from longhaul.hardware.executor import wait_until
-from longhaul.hardware.hosts_lab import (
+from longhaul.hardware.delayline import helper as delayline
+from longhaul.hardware.executors.process import wait_until
+from longhaul.hardware.backends.ssh.lab import (
     HostFacts,
     HostsFeatures,
     HostsLab,
@@ -30,8 +30,8 @@ from longhaul.hardware.hosts_lab import (
     hosts_plan,
     inventory_dumbbell,
 )
-from longhaul.hardware.inventory import load_inventory
-from longhaul.hardware.netns_lab import LinkSettings
+from longhaul.hardware.backends.ssh.inventory import load_inventory
+from longhaul.hardware.backends.netns.lab import LinkSettings
 from ssh_lab import (
     ensure_privsep,
     host_leftovers,
@@ -104,7 +104,7 @@ def test_lab_interface_without_touching_hosts():
                                         "R1": HostFacts("R1", "router", netem=False),
                                         "R2": HostFacts("R2", "router", netem=False)})
     from longhaul.hardware.cleanup import CleanupStack
-    from longhaul.hardware.executor import ProcessTable
+    from longhaul.hardware.executors.process import ProcessTable
     lab = HostsLab(inv, topo, names, LinkSettings(20, 50_000, "cubic", "default"), features, ProcessTable(),
                    CleanupStack(), Path("/tmp"))
     assert lab.address("D1") == "10.2.1.2" and lab.executor("R1").host == "192.0.2.31"
@@ -114,7 +114,7 @@ def test_lab_interface_without_touching_hosts():
 
 
 def test_a_freebsd_router_is_refused_before_anything_is_contacted():
-    from longhaul.hardware.hosts_lab import _facts
+    from longhaul.hardware.backends.ssh.lab import _facts
     inv = load_inventory(EXAMPLE)
     r1 = inv.host("R1").model_copy(update={"os": "freebsd"})
     facts, problems = _facts(inv, r1, None)          # returns before any SSH command

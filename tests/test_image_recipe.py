@@ -1,6 +1,6 @@
 """The appliance image's pure parts: the build recipe (appliance/image/build.py), the first-boot
 seed handling that runs inside the image (appliance/image/firstboot.py), and the qemu fleet plan
-(hardware/qemu_fleet.py) with the inventory it hands to the ssh backend. Booting the image is
+(hardware/backends/qemu/fleet.py) with the inventory it hands to the ssh backend. Booting the image is
 tests/test_qemu_lab.py."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from longhaul.appliance.image import build, firstboot
-from longhaul.hardware import qemu_fleet as qf
-from longhaul.hardware.inventory import load_inventory
+from longhaul.hardware.backends.qemu import fleet as qf
+from longhaul.hardware.backends.ssh.inventory import load_inventory
 
 
 def test_base_key_follows_what_the_base_is_made_of():
@@ -149,8 +149,8 @@ def test_accel_choice_on_this_machine():
 
 
 def test_controller_install_paths_map_to_the_hosts_longhaul_root(tmp_path):
-    from longhaul.hardware.executor import ProcessTable
-    from longhaul.hardware.ssh_executor import map_paths
+    from longhaul.hardware.executors.process import ProcessTable
+    from longhaul.hardware.executors.ssh import map_paths
 
     here = str(Path(qf.__file__).resolve().parent.parent)
     pm = ((f"{here}/.venv/", "/opt/longhaul/.venv/"), (f"{here}/build/", "/opt/longhaul/build/"))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.appliance.errors import ConfigError
-from longhaul.hardware.executor import ProcessTable
-from longhaul.hardware.inventory import inventory_path, load_inventory
+from longhaul.core.errors import ConfigError
+from longhaul.hardware.executors.process import ProcessTable
+from longhaul.hardware.backends.ssh.inventory import inventory_path, load_inventory
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "hardware" / "example-inventory.toml"
 

@@ -7,9 +7,9 @@ import subprocess
 import pytest
 
 from lab_support import requires_lab
-from longhaul.appliance import leftovers
-from longhaul.hardware.executor import wait_until
-from longhaul.hardware.netns_lab import NETNS_ETC, namespace_pids
+from longhaul.hardware.backends.netns import leftovers
+from longhaul.hardware.executors.process import wait_until
+from longhaul.hardware.backends.netns.lab import NETNS_ETC, namespace_pids
 
 pytestmark = [pytest.mark.lab, requires_lab]
 

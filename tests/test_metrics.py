@@ -8,8 +8,8 @@ import statistics
 import pytest
 
 from longhaul.collectors.metrics import jain, mbps, mean_std, rtt_stats
-from longhaul.collectors.shaper_meter import backlogged_rate, tbf_counters
-from longhaul.collectors.socket_sampler import COLUMNS, Sample, control_sockets
+from longhaul.collectors.live.shaper_meter import backlogged_rate, tbf_counters
+from longhaul.collectors.live.socket_sampler import COLUMNS, Sample, control_sockets
 from longhaul.drivers import ss
 
 # ------------------------------------------------------------------------------------------ jain

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import ops_synthetic
-from longhaul.appliance.cli import main
-from longhaul.collectors import ops_classify as oc
-from longhaul.collectors import ops_dataset
+from longhaul.appliance.cli.app import main
+from longhaul.collectors.studies.ops import classify as oc
+from longhaul.collectors.studies.ops import dataset as ops_dataset
 
 N_CLASSES = len(ops_dataset.CLASSES)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ops_synthetic
-from longhaul.collectors import ops_dataset as ds
+from longhaul.collectors.studies.ops import dataset as ds
 
 
 def _write(tmp_path, rows, meta=None, name="d.csv"):
@@ -234,7 +234,7 @@ def test_merge_in_steps_takes_active_runs_from_where_they_are(tmp_path):
 
 
 def test_merge_command(tmp_path, capsys):
-    from longhaul.appliance.cli import main
+    from longhaul.appliance.cli.app import main
 
     a = _write(tmp_path, _rows(run="passive-cubic"), ds.default_meta(_lab()), "a.csv")
     b = _write(tmp_path, _rows(run="passive-cubic", rtt=160), ds.default_meta(_lab()), "b.csv")

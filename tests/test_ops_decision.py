@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from longhaul.appliance.errors import ConfigError
-from longhaul.collectors import ops_dataset, ops_decision
+from longhaul.core.errors import ConfigError
+from longhaul.collectors.studies.ops import dataset as ops_dataset
+from longhaul.collectors.studies.ops import decision as ops_decision
 
 
 def test_shipped_file_is_figure_12():

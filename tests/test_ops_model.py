@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import ops_synthetic
-from longhaul.appliance.cli import main
-from longhaul.collectors import ops_dataset, ops_decision, ops_model
+from longhaul.appliance.cli.app import main
+from longhaul.collectors.studies.ops import dataset as ops_dataset
+from longhaul.collectors.studies.ops import decision as ops_decision
+from longhaul.collectors.studies.ops import model as ops_model
 
 BBR_PRESENT = {"bbr", "bbr2", "cubic_bbr"}
 

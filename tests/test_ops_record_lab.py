@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from lab_support import lab_skip_reason, our_namespaces, requires_lab
-from longhaul.collectors import ops_dataset
+from longhaul.collectors.studies.ops import dataset as ops_dataset
 
 LAB = """
 [topology]

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from longhaul.appliance import ops_experiments as ox
-from longhaul.appliance.errors import RunError
-from longhaul.appliance.schema import parse_size
-from longhaul.collectors.rtt_probe import RttSample
+from longhaul.appliance.ops import experiments as ox
+from longhaul.core.errors import RunError
+from longhaul.core.units import parse_size
+from longhaul.collectors.live.rtt_probe import RttSample
 from longhaul.drivers.result import Result
 
 
@@ -157,7 +157,7 @@ REPO = Path(__file__).resolve().parent.parent
     (["--settle", "-1"], "--settle = -1.0"),
 ])
 def test_ops_run_refuses_bad_arguments_before_any_lab(tmp_path, capsys, args, fragment):
-    from longhaul.appliance.cli import main
+    from longhaul.appliance.cli.app import main
 
     model = REPO / "datasets" / "ops-overlay1-s4-passive-w10.npz"
     rc = main(["ops", "run", "--model", str(model), "--lab", str(REPO / "profiles" / "ops" / "lab.toml"),
@@ -167,7 +167,7 @@ def test_ops_run_refuses_bad_arguments_before_any_lab(tmp_path, capsys, args, fr
 
 
 def test_ops_run_decision_must_cover_the_model(tmp_path, capsys):
-    from longhaul.appliance.cli import main
+    from longhaul.appliance.cli.app import main
 
     partial = tmp_path / "decision.toml"
     partial.write_text('[decision.map]\nnone = "cubic"\ncubic = "cubic"\n')

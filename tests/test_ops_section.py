@@ -12,8 +12,9 @@ import pytest
 
 import ops_synthetic
 import report_fixtures
-from longhaul.collectors import ops_classify, ops_dataset
-from longhaul.reports import ops_section
+from longhaul.collectors.studies.ops import classify as ops_classify
+from longhaul.collectors.studies.ops import dataset as ops_dataset
+from longhaul.collectors.studies.ops import section as ops_section
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 VOID = {"br", "hr", "img", "input", "meta", "link", "col", "wbr", "source"}

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from longhaul.collectors.host_cpu import StealMeter
+from longhaul.collectors.live.host_cpu import StealMeter
 from longhaul.drivers import paced_udp
 from longhaul.drivers.tool import BurstSpec, Shape
 from lab_support import requires_lab

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from longhaul.appliance.patterns import bursts, on_seconds, span
-from longhaul.appliance.schema import Flow
-from longhaul.hardware.features import Features
-from longhaul.hardware.netns_lab import LinkSettings, bottleneck_shapes, lab_plan
-from longhaul.hardware.shaping import (BURST_S, GSO_MAX, DirectionShape, access_plan, direction_plan,
+from longhaul.drivers.patterns import bursts, on_seconds, span
+from longhaul.appliance.config.schema import Flow
+from longhaul.hardware.backends.netns.features import Features
+from longhaul.hardware.backends.netns.lab import LinkSettings, bottleneck_shapes, lab_plan
+from longhaul.hardware.routers.linux_tc import (BURST_S, GSO_MAX, DirectionShape, access_plan, direction_plan,
                                        netem_limit_packets, tbf_burst, teardown_plan)
 from longhaul.hardware.topology import dumbbell, netns_name
 from longhaul.hardware.tuning import buffer_limit, host_sysctls, router_sysctls, sysctl_argv

@@ -2,7 +2,7 @@
 run against sshd on a namespace host (tests/ssh_lab.py).
 
 Captured outputs (tests/data/readiness/*.json: argv, returncode, stdout, stderr) are the check
-scripts of hardware/readiness.py run on this machine (Debian 12, kernel 6.18 built without module
+scripts of hardware/backends/ssh/readiness.py run on this machine (Debian 12, kernel 6.18 built without module
 support, no systemd, no NTP client), by running each Check's argv with subprocess.run; see
 _capture.md beside them. The ssh failure texts come from the lab below, where real ssh runs produce
 them. Outputs this machine cannot give (chronyc, ntpq, FreeBSD's kldstat and ifconfig, a module
@@ -21,12 +21,12 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from longhaul.appliance import check_inventory as ci
-from longhaul.appliance.errors import ConfigError
-from longhaul.hardware import readiness as r
-from longhaul.hardware.host_checks import CONNECT_TIMEOUT_S
-from longhaul.hardware.executor import Completed, NetnsExecutor, ProcessTable
-from longhaul.hardware.inventory import load_inventory
+from longhaul.appliance.cli import check_inventory as ci
+from longhaul.core.errors import ConfigError
+from longhaul.hardware.backends.ssh import readiness as r
+from longhaul.hardware.backends.ssh.host_checks import CONNECT_TIMEOUT_S
+from longhaul.hardware.executors.process import Completed, NetnsExecutor, ProcessTable
+from longhaul.hardware.backends.ssh.inventory import load_inventory
 from ssh_lab import lab_skip_reason, ssh_lab
 
 DATA = Path(__file__).parent / "data" / "readiness"
@@ -77,7 +77,7 @@ def test_checks_follow_role_and_os_and_never_interpolate_names():
 
 
 def test_what_the_profiles_need():
-    from longhaul.appliance.config import load_config
+    from longhaul.appliance.config.load import load_config
     assert ci.wants_from_config(None) == r.Wants()
     wants = ci.wants_from_config(load_config(REPO / "config.toml", ["cubic-vs-bbr"]))
     assert wants == r.Wants(("iperf3",), ("cubic", "bbr"))

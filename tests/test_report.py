@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from longhaul.reports.render import fmt_mbps, render_html, write_report
-from longhaul.reports.store_reader import StoreVersionError
+from longhaul.collectors.store.reader import StoreVersionError
 
 
 def _load_fixtures():
@@ -211,7 +211,7 @@ def test_missing_manifest_and_garbage_csv_do_not_crash(tmp_path):
 
 
 def test_empty_directory_is_not_a_store(tmp_path):
-    from longhaul.reports.store_reader import StoreError
+    from longhaul.collectors.store.reader import StoreError
 
     with pytest.raises(StoreError, match="not a run directory"):
         write_report(tmp_path)

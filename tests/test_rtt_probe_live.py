@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from lab_support import requires_lab, scratch_namespace
-from longhaul.collectors.rtt_probe import RttProbe
+from longhaul.collectors.live.rtt_probe import RttProbe
 from longhaul.drivers import fping
 
 DATA = Path(__file__).parent / "data" / "fping_interval.txt"
@@ -24,7 +24,7 @@ def test_nothing_yet(tmp_path):
 
 
 def test_burst_loop_output_parses_to_one_sample_per_round():
-    from longhaul.collectors.rtt_probe import parse_burst_loop
+    from longhaul.collectors.live.rtt_probe import parse_burst_loop
     text = ("T 1000.500\n10.2.1.2 : 128.1 128.3 - 128.2\n"
             "T 1001.500\n10.2.1.2 : - - - -\n"
             "T 1002.500\n")                                        # cut short: no fping line yet
@@ -38,7 +38,7 @@ def test_burst_loop_output_parses_to_one_sample_per_round():
 def test_burst_probe_runs_one_round_a_second_in_one_process(tmp_path):
     import time
 
-    from longhaul.hardware.executor import NetnsExecutor, ProcessTable, wait_until
+    from longhaul.hardware.executors.process import NetnsExecutor, ProcessTable, wait_until
 
     with scratch_namespace() as ns:
         procs = ProcessTable()
@@ -60,7 +60,7 @@ def _round_starts(command: list[str], seconds: float) -> list[float]:
     import subprocess
     import time
 
-    from longhaul.collectors.rtt_probe import burst_loop_argv
+    from longhaul.collectors.live.rtt_probe import burst_loop_argv
 
     argv = burst_loop_argv("D1")
     argv = argv[:argv.index("sh", 1) + 1] + command        # the loop itself, another round command

@@ -6,8 +6,8 @@ import subprocess
 import pytest
 
 from lab_support import requires_lab, scratch_namespace
-from longhaul.collectors.shaper_meter import ShaperMeter, parse_samples
-from longhaul.hardware.executor import NetnsExecutor, ProcessTable, wait_until
+from longhaul.collectors.live.shaper_meter import ShaperMeter, parse_samples
+from longhaul.hardware.executors.process import NetnsExecutor, ProcessTable, wait_until
 
 
 def test_parse_drops_a_block_cut_short():

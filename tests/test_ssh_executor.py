@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.hardware.executor import CommandError, NetnsExecutor, ProcessTable
-from longhaul.hardware.ssh_executor import MARKER, SshExecutor, remote_command, run_parallel
+from longhaul.hardware.executors.process import CommandError, NetnsExecutor, ProcessTable
+from longhaul.hardware.executors.ssh import MARKER, SshExecutor, remote_command, run_parallel
 from ssh_lab import lab_skip_reason, ssh_lab
 
 TRICKY = ["a b", "it's", 'say "hi"', "$HOME", "${PATH}", "a;b", "x && y", "`id`", "$(id)", "*", "",

@@ -1,12 +1,12 @@
-"""Seed 002's stiff-UDP analyses (collectors/stiff_udp.py) against the paper's own numbers."""
+"""Seed 002's stiff-UDP analyses (collectors/studies/stiff_udp/analysis.py) against the paper's own numbers."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
-from longhaul.collectors import seed002_reference as ref
-from longhaul.collectors import stiff_udp as su
+from longhaul.collectors.studies.stiff_udp import reference as ref
+from longhaul.collectors.studies.stiff_udp import analysis as su
 
 TAU, M, PERIOD, I = ref.DURATION_S, ref.LINK_MBPS, ref.PERIOD_S, ref.IMPLIED_ICMP_MBPS
 LO_HI = {"TABLE I": ref.UDP_RANGES_MBPS["UDP:1-10"], "TABLE II": ref.UDP_RANGES_MBPS["UDP:50-80"]}

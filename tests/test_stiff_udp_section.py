@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import report_fixtures
-from longhaul.reports import render, stiff_udp_section
-from longhaul.reports.store_reader import load_store
+from longhaul.reports import render
+from longhaul.collectors.studies.stiff_udp import section as stiff_udp_section
+from longhaul.collectors.store.reader import load_store
 
 TAU, M, PERIOD, INTERVAL_MS = 240.0, 100.0, 9.8696, 10.0
 I_MBPS = 84 * 8 / (INTERVAL_MS / 1000) / 1e6          # fping's 84-byte echo every 10 ms

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.appliance.profiles import load_profile
+from longhaul.appliance.config.profiles import load_profile
 
 BASE = """\
 [topology]

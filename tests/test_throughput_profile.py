@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from longhaul.appliance.profiles import load_profile
-from longhaul.collectors.throughput_profile import (Config, InputError, Trial, attach_traces,
+from longhaul.appliance.config.profiles import load_profile
+from longhaul.collectors.studies.throughput_profile.analysis import (Config, InputError, Trial, attach_traces,
                                                     box_stats, build_profiles, capacity_of,
                                                     load_trace, load_trials, read_trace,
                                                     read_trials_csv)
@@ -81,7 +81,7 @@ def test_load_trials_refuses_missing_and_empty_sources(tmp_path):
 def test_buffer_sizes_are_normalised():
     path = DATA / "handmade.csv"
     assert {t.buffer for t in read_trials_csv(path)} == {"default", "large"}
-    from longhaul.collectors.throughput_profile import normalise_buffer
+    from longhaul.collectors.studies.throughput_profile.analysis import normalise_buffer
     assert normalise_buffer("1e6") == normalise_buffer(1000000) == "1000000"
     assert normalise_buffer(" large ") == "large"
 
@@ -190,7 +190,7 @@ def test_quick_profile_fits_in_about_ten_minutes():
 
 
 def test_tidy_table_round_trips_through_csv(tmp_path):
-    from longhaul.collectors.throughput_profile import write_trials_csv
+    from longhaul.collectors.studies.throughput_profile.analysis import write_trials_csv
     trials = load_trials(fake_run.make_run(tmp_path))
     back = read_trials_csv(write_trials_csv(trials, tmp_path / "export.csv"))
     assert [(t.cca, t.streams, t.buffer, t.rtt_ms, t.repeat, t.trace, t.capacity_mbps) for t in back] == \

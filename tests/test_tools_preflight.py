@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.appliance.config import load_config
-from longhaul.appliance.errors import ConfigError
-from longhaul.appliance.runner import check_tools
-from longhaul.appliance.schema import Flow
-from longhaul.drivers.tools import tool_for
+from longhaul.appliance.config.load import load_config
+from longhaul.core.errors import ConfigError
+from longhaul.appliance.run.runner import check_tools
+from longhaul.appliance.config.schema import Flow
+from longhaul.drivers.registry import tool_for
 
 
 def _config(tmp: Path, flow: str) -> Path:
@@ -46,7 +46,7 @@ def test_iperf3_driver_builds_what_the_trial_needs():
 
 def test_unknown_driver_is_refused_at_the_tool_key(tmp_path, monkeypatch):
     config = load_config(_config(tmp_path, 'tool = "trex"\nudp_rate_mbps = 10'))
-    monkeypatch.setattr("longhaul.appliance.runner.tool_for", lambda name: (_ for _ in ()).throw(
+    monkeypatch.setattr("longhaul.appliance.run.runner.tool_for", lambda name: (_ for _ in ()).throw(
         ValueError(f"no driver for tool {name!r} in this build")))
     with pytest.raises(ConfigError) as err:
         check_tools(config)
@@ -63,16 +63,16 @@ def test_trex_is_refused_in_the_embedded_lab(tmp_path):
 
 def test_missing_program_is_refused(tmp_path, monkeypatch):
     config = load_config(_config(tmp_path, 'tool = "iperf3"'))
-    monkeypatch.setattr("longhaul.appliance.runner.shutil.which", lambda exe: None)
+    monkeypatch.setattr("longhaul.appliance.run.runner.shutil.which", lambda exe: None)
     with pytest.raises(ConfigError) as err:
         check_tools(config)
     assert "needs iperf3 installed" in str(err.value)
 
 
 def test_flow_options_reach_the_driver(tmp_path):
-    from longhaul.appliance.patterns import bursts
-    from longhaul.appliance.schema import Cell
-    from longhaul.appliance.trial import FlowRun, burst_spec
+    from longhaul.drivers.patterns import bursts
+    from longhaul.appliance.config.schema import Cell
+    from longhaul.appliance.run.trial import FlowRun, burst_spec
     from longhaul.drivers import udt
 
     flow = Flow(name="u", role="foreground", tool="udt", duration_s=5, options={"udt_rcvbuf": 20_000_000})

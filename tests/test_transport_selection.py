@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from scipy.stats import t as student_t
 
-from longhaul.collectors.throughput_profile import Config, Trial, build_profiles, read_trials_csv
-from longhaul.collectors.transport_selection import interpolate, rank, select, table_rtts
+from longhaul.collectors.studies.throughput_profile.analysis import Config, Trial, build_profiles, read_trials_csv
+from longhaul.collectors.studies.throughput_profile.transport_selection import interpolate, rank, select, table_rtts
 
 DATA = Path(__file__).parent / "data" / "profile"
 CUBIC1 = Config("cubic", 1, "default")

@@ -133,7 +133,7 @@ def test_tool_client_is_inline():
     assert argv[:3] == ["python3", "-c", ts.RUNNER]
     args = json.loads(argv[3])
     assert args["duration_s"] == 5.0 and "bps_L2=300000000.0" in args["profile_source"]
-    assert tool.server(spec).argv[2] == "longhaul.collectors.ifrate"
+    assert tool.server(spec).argv[2] == "longhaul.drivers.agents.ifrate"
     with pytest.raises(ValueError, match="trex_path"):
         tool.client(BurstSpec("D1", 7000, 5.0, None, options={}))
 

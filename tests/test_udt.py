@@ -258,7 +258,7 @@ def _transfer(binary, port: int):
 @pytest.mark.lab
 @pytest.mark.timeout(150)
 def test_lab_transfer(lab):
-    from longhaul.collectors.host_cpu import StealMeter
+    from longhaul.collectors.live.host_cpu import StealMeter
     best = None
     for attempt in range(3):
         with StealMeter() as steal:

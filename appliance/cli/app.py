@@ -1,0 +1,280 @@
+"""The longhaul command: run, check, report, clean, profiles.
+
+Exit status: 0 success, 2 a bad config or arguments (nothing was set up), 1 a failed run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from longhaul.appliance.cli import analyze as analyze_cmd
+from longhaul.appliance.cli import ops as ops_cmd
+from longhaul.appliance.cli import ops_lab as ops_lab_cmd
+from longhaul.appliance.config.load import load_config
+from longhaul.hardware.cleanup import Interrupted
+from longhaul.core.errors import ConfigError, PreflightError, RunError
+from longhaul.appliance.config.profiles import load_profile
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad arguments, 0 on --help
+        return int(exc.code or 0)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # `longhaul ... --json | head`: the reader has what it wanted
+        sys.stderr.close()
+        return 0
+    except (ConfigError, PreflightError) as exc:
+        print(f"longhaul: {exc}", file=sys.stderr)
+        return 2
+    except RunError as exc:
+        print(f"longhaul: {exc}", file=sys.stderr)
+        return 1
+    except Interrupted as exc:   # ops record / ops run: their teardown has run; written files stay
+        print(f"longhaul: {exc}; the lab is torn down, what was written so far is kept", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="longhaul", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="validate, build the lab, run the profiles, write the report")
+    run.add_argument("--config", type=Path, default=Path("config.toml"))
+    run.add_argument("--profile", action="append", dest="profiles", metavar="NAME",
+                     help="run this profile instead of config.toml's list (repeatable)")
+    run.add_argument("--out", type=Path, help="store runs below this directory instead of [store] dir")
+    run.add_argument("--time-scale", type=float, metavar="X",
+                     help="multiply every flow duration by X (overrides the profiles' time_scale)")
+    run.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                     help="finish an interrupted run: only its missing or failed trials run, in its order")
+    run.set_defaults(func=cmd_run)
+
+    check = sub.add_parser("check", help="validate the config and profiles and run the preflight")
+    check.add_argument("--config", type=Path, default=Path("config.toml"))
+    check.add_argument("--profile", action="append", dest="profiles", metavar="NAME")
+    check.add_argument("--time-scale", type=float, metavar="X")
+    check.add_argument("--inventory", type=Path, metavar="PATH",
+                       help="check the real lab's hosts over SSH instead (docs/hardware.md); the config's "
+                            "profiles, if it exists, say which tools and congestion controls they need")
+    check.set_defaults(func=cmd_check)
+
+    report = sub.add_parser("report", help="write the report of a run from its store")
+    report.add_argument("run_dir", type=Path)
+    report.add_argument("--format", action="append", dest="formats", choices=["html", "pdf"])
+    report.set_defaults(func=cmd_report)
+
+    clean = sub.add_parser("clean", help="remove what crashed longhaul runs left behind")
+    clean.add_argument("--dry-run", action="store_true")
+    clean.set_defaults(func=cmd_clean)
+
+    profiles = sub.add_parser("profiles", help="list the profiles with one-line descriptions")
+    profiles.add_argument("--config", type=Path, default=Path("config.toml"))
+    profiles.set_defaults(func=cmd_profiles)
+    analyze_cmd.register(sub)  # analyses with commands of their own
+    ops_lab_cmd.add_parsers(ops_cmd.register(sub))
+    return parser
+
+
+def cmd_run(args) -> int:
+    from longhaul.reports.render import write_report
+    from longhaul.appliance.cli.progress import Progress
+    from longhaul.appliance.run.runner import Runner
+    from longhaul.collectors.store.writer import RunStore
+
+    resume = None
+    if args.resume:
+        try:
+            resume = RunStore.open(args.resume)
+        except FileNotFoundError as exc:
+            raise ConfigError(args.resume, None, ("--resume",), None, str(exc)) from None
+        config = load_config(resume.dir / "config.toml", list(resume.manifest["profiles"]),
+                             resume.manifest.get("time_scale_override"), profile_dir=resume.dir / "profiles")
+    else:
+        config = load_config(args.config, args.profiles, args.time_scale)
+    progress = Progress()
+    runner = Runner(config, progress, args.out, resume=resume)
+    try:
+        store = runner.run()
+    except Interrupted as exc:
+        progress.close()
+        print(f"longhaul: {exc}; the lab is torn down, results so far are kept", file=sys.stderr)
+        if runner.store is None:
+            return 1
+        store = runner.store
+    finally:
+        progress.close()
+    paths = write_report(store.dir, tuple(config.data.report.formats))
+    _print_results(store)
+    for path in paths:
+        print(f"report: {path}")
+    print(store.dir)
+    failed = store.manifest.get("status") != "complete"
+    return 1 if failed else 0
+
+
+def cmd_check(args) -> int:
+    from longhaul.appliance.run.jobs import plan
+    from longhaul.appliance.run.runner import check_ccas, check_tools
+    from longhaul.hardware.delayline import helper as delayline
+    from longhaul.hardware.backends.netns.features import detect
+
+    if args.inventory is not None:
+        from longhaul.appliance.cli.check_inventory import check_inventory
+        wanted = args.config.is_file() or args.profiles
+        return check_inventory(args.inventory, load_config(args.config, args.profiles, args.time_scale)
+                               if wanted else None)
+    config = load_config(args.config, args.profiles, args.time_scale)
+    if config.data.lab.backend == "ssh":     # the lab is the inventory's machines: check those
+        from longhaul.appliance.cli.check_inventory import check_inventory
+        from longhaul.appliance.run.runner import preflight
+        status = check_inventory(config.inventory_path, config)
+        if status == 0:
+            preflight(config)
+            Console().print("ready")
+        return status
+    if config.data.lab.backend == "qemu":    # the VMs exist only during a run: check what boots them
+        return _check_qemu(config)
+    cells = plan(config)
+    features = detect(delayline.helper_path())
+    console = Console()
+    console.print(f"config {config.path}: valid; {len(config.profiles)} profile(s), {len(cells)} cell(s), "
+                  f"{sum(c.repeats for c in cells)} trial(s)")
+    table = Table(title="preflight")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_row("root", _yes(features.root))
+    for tool, path in features.tools.items():
+        table.add_row(tool, path or "[red]missing[/red]")
+    table.add_row("netem", _yes(features.netem))
+    table.add_row("tbf / htb", f"{_yes(features.tbf)} / {_yes(features.htb)}")
+    table.add_row("iptables NFQUEUE", _yes(features.nfqueue))
+    table.add_row("delay-line helper", features.delayline or "[red]not built[/red]")
+    table.add_row("congestion controls", " ".join(features.congestion_controls))
+    table.add_row("delay will come from", "netem" if features.netem else "userspace delay line (NFQUEUE)")
+    console.print(table)
+    console.print(_tools_table(config))
+    problems = features.problems()
+    if problems:
+        raise PreflightError("preflight failed:\n  - " + "\n  - ".join(problems))
+    check_ccas(config, features)
+    check_tools(config)
+    console.print("ready")
+    return 0
+
+
+def _tools_table(config) -> Table:
+    """Every traffic tool: its programs here, and whether the chosen profiles use it."""
+    import shutil
+    from longhaul.drivers.registry import TOOLS, tool_for
+
+    used = {f.tool for p in config.profiles for spec in p.cells for f in spec.cell.flows}
+    table = Table(title="traffic tools")
+    for column in ("tool", "used", "programs", "ready"):
+        table.add_column(column)
+    for name in TOOLS:
+        tool = tool_for(name)
+        programs = [f"{exe} [red](missing)[/red]" if not shutil.which(exe) else exe for exe in tool.executables]
+        ready = ("[yellow]needs " + tool.hardware_only + "[/yellow]" if tool.hardware_only
+                 else _yes(all(shutil.which(exe) for exe in tool.executables)))
+        table.add_row(name, "yes" if name in used else "", " ".join(programs), ready)
+    return table
+
+
+def cmd_report(args) -> int:
+    from longhaul.reports.render import write_report
+
+    if not (args.run_dir / "summary.json").is_file():
+        raise ConfigError(args.run_dir, None, (), None, "not a longhaul run directory (no summary.json)")
+    for path in write_report(args.run_dir, tuple(args.formats or ("html", "pdf"))):
+        print(path)
+    return 0
+
+
+def cmd_clean(args) -> int:
+    from longhaul.hardware.backends.netns import leftovers
+
+    stale = leftovers.find() if args.dry_run else leftovers.clean()
+    verb = "would remove" if args.dry_run else "removed"
+    for name in stale:
+        print(f"{verb} {name}")
+    if not stale:
+        print("nothing to clean")
+    return 0
+
+
+def cmd_profiles(args) -> int:
+    config_dir = args.config.parent if args.config.is_file() else Path(".")
+    profile_dir = config_dir / "profiles"
+    if args.config.is_file():
+        profile_dir = load_config(args.config).profile_dir
+    for path in sorted(Path(profile_dir).glob("*.toml")):
+        profile = load_profile(path)
+        print(f"{profile.name:24s} {len(profile.cells):3d} cells x {profile.meta.repeats}  {profile.meta.description}")
+    return 0
+
+
+def _print_results(store) -> None:
+    table = Table(title=f"results: {store.run_id}")
+    for column in ("cell", "scenario", "lab RTT / rate", "flows (mean Mb/s)", "Jain"):
+        table.add_column(column)
+    for cell in store.cells:
+        lab = cell.get("lab") or {}
+        lab_text = "-"
+        if lab:
+            lab_text = f"{_num(lab['rtt_ms']['measured'])} ms / {_num(lab['rate_mbps']['measured'])} Mb/s"
+        stats = (cell.get("stats") or {}).get("flows", {})
+        flows = ", ".join(f"{name} {_num(s['mean_mbps'])}±{_num(s['std_mbps'])}" for name, s in stats.items())
+        jain = cell.get("jain")
+        table.add_row(cell["id"], cell["scenario"], lab_text, flows or cell.get("status", "-"),
+                      "-" if jain is None else f"{jain:.3f}")
+    Console().print(table)
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def _check_qemu(config) -> int:
+    import json
+    import shutil
+
+    from longhaul.hardware.backends.qemu.fleet import choose_accel
+
+    q = config.data.lab.qemu
+    manifest = json.loads((config.image_dir / "manifest.json").read_text())
+    table = Table(title="qemu lab")
+    table.add_column("check")
+    table.add_column("result")
+    qemu = shutil.which("qemu-system-x86_64")
+    table.add_row("qemu-system-x86_64", qemu or "[red]missing[/red]")
+    try:
+        accel, why = choose_accel(q.accel)
+        table.add_row("acceleration", f"{accel} ({why})")
+    except RuntimeError as exc:
+        accel = None
+        table.add_row("acceleration", f"[red]{exc}[/red]")
+    table.add_row("image", f"{config.image_dir} (built {manifest.get('built')}, revision {manifest.get('revision')})")
+    table.add_row("VM kernel", str(manifest.get("kernel")))
+    Console().print(table)
+    return 0 if qemu and accel else 1

@@ -1,0 +1,357 @@
+"""One trial of one cell: receivers up, collectors on, flows launched on schedule, results parsed.
+
+Any traffic tool runs through its driver (drivers/tool.py): iperf3's long-lived servers are shared
+by a flow's bursts; other tools get a receiver per burst, started SERVER_LEAD_S ahead. A burst is
+launched early by the tool's set-up time ((2 + streams) round trips: control connection, parameter
+exchange, one connect per stream) so that data starts at the declared time; events.csv records
+when each burst was planned, launched and when its process ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+
+from longhaul.collectors.live import acked_rate
+from longhaul.collectors.live.host_cpu import StealMeter
+from longhaul.collectors.metrics import jain, mbps, rtt_stats
+from longhaul.collectors.live.rtt_probe import RttProbe
+from longhaul.collectors.live.socket_sampler import COLUMNS as TCPINFO_COLUMNS
+from longhaul.collectors.live.socket_sampler import SocketSampler, control_sockets
+from longhaul.drivers import ccashim
+from longhaul.drivers.result import Result
+from longhaul.drivers.tool import BurstSpec, ServerSpec, Shape, Tool
+from longhaul.drivers.registry import tool_for
+from longhaul.hardware.executors.process import Process, wait_until
+from longhaul.hardware.tuning import buffer_limit
+from longhaul.drivers.patterns import Burst, bursts, span
+from longhaul.appliance.config.profiles import CellSpec
+from longhaul.appliance.config.schema import Flow
+from longhaul.core.tables import write_csv
+
+log = logging.getLogger(__name__)
+BASE_PORT = 5201
+# Each flow owns PORTS_PER_FLOW consecutive ports. iperf3's server runs one test at a time and a
+# burst's teardown (a few round trips) overlaps the next burst's early launch, so a flow rotates
+# over SHARED_SERVERS of them; per-burst receivers cycle through all of them.
+PORTS_PER_FLOW = 10
+SHARED_SERVERS = 3
+SERVER_LEAD_S = 2.0
+READY_TIMEOUT_S = 15.0
+PREPARE_TIMEOUT_S = 1800.0    # writing a 20 GB source file on a slow disk
+GRACE_S = 30.0
+BYTES_FLOW_LIMIT_S = 6 * 3600
+
+
+@dataclass
+class Launch:
+    burst: Burst
+    launch_at: float
+    raw: Path
+    spec: BurstSpec
+    server_spec: ServerSpec | None = None
+    server: Process | None = None
+    proc: Process | None = None
+    launched_s: float | None = None
+    exited_s: float | None = None
+    result: Result | None = None
+
+    @property
+    def server_raw(self) -> Path:
+        return self.raw.with_name(self.raw.stem + "-server.out")
+
+
+@dataclass
+class FlowRun:
+    flow: Flow
+    cca: str
+    base_port: int
+    tool: Tool
+    launches: list[Launch] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def completed(self) -> list[Launch]:
+        return [launch for launch in self.launches if launch.result is not None]
+
+    @property
+    def ports(self) -> list[int]:
+        count = SHARED_SERVERS if self.tool.shared_servers else PORTS_PER_FLOW
+        return [self.base_port + k for k in range(count)]
+
+    def port_for(self, burst: Burst) -> int:
+        return self.ports[burst.index % len(self.ports)]
+
+
+def setup_lead_s(flow: Flow, rtt_ms: float) -> float:
+    return (2 + flow.streams) * rtt_ms / 1000.0
+
+
+def burst_spec(run: FlowRun, burst: Burst, cell, workdir: Path, facts: dict, receiver: str | None = None) -> BurstSpec:
+    """facts: the lab's addressing of the flow's pair (NetnsLab.pair_facts), for layer-2 tools;
+    receiver: the receiver's test-interface address (lab.address), which resolves on real hosts
+    too, where the lab's names (D1) do not."""
+    flow = run.flow
+    buffer = cell.flow_buffer(flow)
+    shape = Shape("sinusoid", flow.min_mbps, flow.max_mbps, flow.period_s) if flow.pattern == "sinusoid" else None
+    return BurstSpec(receiver=receiver or f"D{flow.pair}", port=run.port_for(burst), duration_s=burst.duration_s,
+                     bytes=burst.bytes, protocol=flow.protocol, streams=flow.streams,
+                     cca=run.cca if flow.protocol == "tcp" else None,
+                     window_bytes=buffer_limit(buffer) if isinstance(buffer, int) else None,
+                     rate_mbps=flow.udp_rate_mbps, shape=shape, storage=flow.storage,
+                     workdir=PurePosixPath(workdir),
+                     options={**facts, "udp_port": run.port_for(burst),
+                              "clients": flow.clients, "file_bytes": flow.file_bytes, **flow.options})
+
+
+def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: float | None,
+              on_tick=None) -> dict:
+    cell = spec.cell
+    raw = trial_dir / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    rtt_for_lead = idle_rtt_ms if idle_rtt_ms is not None else cell.topology.rtt_ms
+    runs = [FlowRun(f, cell.flow_cca(f), BASE_PORT + PORTS_PER_FLOW * i, tool_for(f.tool))
+            for i, f in enumerate(cell.flows)]
+    for run in runs:
+        facts = lab.pair_facts(run.flow.pair) if run.tool.needs_link_facts else {}
+        lead = setup_lead_s(run.flow, rtt_for_lead)
+        for b in bursts(run.flow):
+            work = raw / "work" / f"{run.flow.name}-b{b.index}"
+            if not run.tool.shared_servers:     # file-moving tools keep their files here
+                work.mkdir(parents=True, exist_ok=True)
+            run.launches.append(Launch(b, b.start_s - lead, raw / f"{run.flow.name}-b{b.index}.out",
+                                       burst_spec(run, b, cell, work, facts, lab.address(f"D{run.flow.pair}"))))
+    undo = _prepare(lab, runs)
+    try:
+        shared = [_start_server(lab, run, run.launches[0].spec, port, raw / f"{run.flow.name}-server-{port}.json")
+                  for run in runs if run.tool.shared_servers for port in run.ports]
+    except BaseException:       # started servers are the run's to stop; prepared files are ours
+        _undo(undo)
+        raise
+    first = min(l.launch_at - (0 if r.tool.shared_servers else SERVER_LEAD_S) for r in runs for l in r.launches)
+    offset = max(0.0, -first)
+    probe = RttProbe(lab.executor(f"S{cell.probe.pair}"), lab.address(f"D{cell.probe.pair}"), cell.probe.mode,
+                     cell.probe.interval_ms, raw / "fping.txt")
+    senders = {f"S{r.flow.pair}": lab.executor(f"S{r.flow.pair}") for r in runs if r.flow.protocol == "tcp"}
+    sampler = SocketSampler(senders, {port: r.flow.name for r in runs for port in r.ports}, raw)
+    started_wall = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    t0 = time.monotonic() + offset
+    with StealMeter() as steal:
+        probe.start(t0)
+        sampler.start(t0)
+        try:
+            _drive(lab, runs, t0, on_tick, probe, sampler)
+        except (TimeoutError, RuntimeError) as exc:  # this trial failed; the run goes on with the next one
+            runs[0].errors.append(str(exc))
+        finally:
+            sampler.stop()
+            probe.stop()
+            for run in runs:
+                for launch in run.launches:
+                    if launch.proc:
+                        launch.proc.stop()
+                    if launch.server:
+                        _stop_server(lab, run, launch.server, launch.server_spec)
+            for server in shared:
+                server.stop()
+            _undo(undo)
+    duration = time.monotonic() - t0
+    summary = _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started_wall, duration)
+    summary["host_cpu_steal_pct"] = steal.percent
+    return summary
+
+
+def _prepare(lab, runs: list[FlowRun]) -> list[tuple]:
+    """Run each burst's untimed preparation on its sender (a disk transfer's source file); return
+    the steps that undo it."""
+    undo = []
+    try:
+        for run in runs:
+            executor = lab.executor(f"S{run.flow.pair}")
+            for launch in run.launches:
+                before, after = run.tool.prepare(launch.spec)
+                undo += [(executor, argv) for argv in after]
+                for argv in before:
+                    executor.run(argv, timeout=PREPARE_TIMEOUT_S)
+    except BaseException:
+        _undo(undo)
+        raise
+    return undo
+
+
+def _undo(steps: list[tuple]) -> None:
+    for executor, argv in steps:
+        executor.run(argv, check=False, timeout=PREPARE_TIMEOUT_S)
+
+
+def _start_server(lab, run: FlowRun, spec: BurstSpec, port: int, out: Path) -> Process:
+    """Start a receiver and wait until it listens (shared servers: before the trial starts)."""
+    server_spec = run.tool.server(replace(spec, port=port))
+    proc = _launch_server(lab, run, server_spec, out)
+    _wait_ready(lab, run, proc, server_spec)
+    return proc
+
+
+def _with_cca(run: FlowRun, argv: list[str]) -> list[str]:
+    """Tools without a CCA option get the flow's per socket; both ends, since either may open
+    the data connections (GridFTP's passive mode)."""
+    if run.flow.protocol != "tcp" or run.tool.sets_cca:
+        return argv
+    return ccashim.wrap(argv, run.cca)
+
+
+def _launch_server(lab, run: FlowRun, server_spec: ServerSpec, out: Path) -> Process:
+    return lab.executor(f"D{run.flow.pair}").start(_with_cca(run, server_spec.argv), label=f"{run.tool.name}-{out.stem}",
+                                                    stdout=out, stderr=out.with_suffix(".err"))
+
+
+def _wait_ready(lab, run: FlowRun, proc: Process, server_spec: ServerSpec) -> None:
+    host = f"D{run.flow.pair}"
+    executor = lab.executor(host)
+    wait_until(lambda: proc.poll() is not None or bool(executor.run(server_spec.ready, check=False).stdout.strip()),
+               timeout=READY_TIMEOUT_S, what=f"{run.tool.name} receiver for {run.flow.name} on {host}")
+    if proc.poll() is not None:
+        raise RuntimeError(f"{run.tool.name} receiver for {run.flow.name} exited: {proc.read_stderr().strip()[:300]}")
+
+
+def _stop_server(lab, run: FlowRun, server: Process, server_spec: ServerSpec | None) -> None:
+    server.stop()
+    for argv in (server_spec.cleanup if server_spec else []):
+        lab.executor(f"D{run.flow.pair}").run(argv, check=False)
+
+
+def _events(runs: list[FlowRun]) -> list[tuple[float, int, str, FlowRun, Launch]]:
+    """Time-ordered actions: per-burst receivers SERVER_LEAD_S ahead of their sender."""
+    events = []
+    for run in runs:
+        for launch in run.launches:
+            if not run.tool.shared_servers:
+                events.append((launch.launch_at - SERVER_LEAD_S, 0, "server", run, launch))
+            events.append((launch.launch_at, 1, "client", run, launch))
+    return sorted(events, key=lambda e: (e[0], e[1]))
+
+
+def _drive(lab, runs: list[FlowRun], t0: float, on_tick, probe, sampler) -> None:
+    pending = _events(runs)
+    deadline = t0 + max(_planned_end(r.flow) for r in runs) + GRACE_S
+    next_tick = time.monotonic()
+    while True:
+        now = time.monotonic()
+        while pending and pending[0][0] <= now - t0:
+            _, _, kind, run, launch = pending.pop(0)
+            if kind == "server":
+                launch.server_spec = run.tool.server(launch.spec)
+                launch.server = _launch_server(lab, run, launch.server_spec, launch.server_raw)
+                continue
+            if launch.server is not None:
+                _wait_ready(lab, run, launch.server, launch.server_spec)
+            launch.proc = lab.executor(f"S{run.flow.pair}").start(
+                _with_cca(run, run.tool.client(launch.spec)), label=f"{run.tool.name}-{run.flow.name}-b{launch.burst.index}",
+                stdout=launch.raw, stderr=launch.raw.with_suffix(".err"))
+            launch.launched_s = round(time.monotonic() - t0, 3)
+        running = [l for r in runs for l in r.launches if l.proc and l.exited_s is None]
+        for launch in running:
+            if launch.proc.poll() is not None:
+                launch.exited_s = round(time.monotonic() - t0, 3)
+        if not pending and all(l.exited_s is not None for r in runs for l in r.launches):
+            return
+        if now > deadline:
+            raise TimeoutError(f"flows still running {GRACE_S:.0f}s after their planned end")
+        if on_tick and now >= next_tick:
+            on_tick(now - t0, sampler.current(), probe.latest())
+            next_tick = now + 0.5
+        until_next = t0 + pending[0][0] - time.monotonic() if pending else 0.05
+        time.sleep(max(0.0, min(until_next, 0.05)))
+
+
+def _planned_end(flow: Flow) -> float:
+    start, stop = span(flow)
+    return stop if stop is not None else start + BYTES_FLOW_LIMIT_S
+
+
+def _read_result(run: FlowRun, launch: Launch) -> str | None:
+    """Parse a burst's outputs into launch.result; the error text if there is none."""
+    text = launch.raw.read_text(errors="replace") if launch.raw.exists() else ""
+    server_text = launch.server_raw.read_text(errors="replace") if launch.server_raw.exists() else ""
+    try:
+        launch.result = run.tool.parse(text, server_text, launch.spec)
+    except ValueError as exc:
+        err_path = launch.raw.with_suffix(".err")
+        stderr = err_path.read_text(errors="replace").strip()[:300] if err_path.exists() else ""
+        return f"burst {launch.burst.index}: no {run.tool.name} result ({exc}); stderr: {stderr}"
+    return f"burst {launch.burst.index}: {launch.result.error}" if launch.result.error else None
+
+
+def _throughput_rows(name: str, launch: Launch) -> list[list]:
+    rows = []
+    for iv in launch.result.intervals:
+        t_s = round(launch.burst.start_s + iv.end_s, 3)
+        rows.append([t_s, name, "all", round(mbps(iv.bytes, iv.seconds) or 0.0, 3)])
+        rows += [[t_s, name, k, round(mbps(nbytes, iv.seconds) or 0.0, 3)] for k, nbytes in enumerate(iv.streams)]
+    return rows
+
+
+def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started, duration) -> dict:
+    throughput_rows, event_rows = [], []
+    for run in runs:
+        for launch in run.launches:
+            event_rows.append([run.flow.name, launch.burst.index, launch.burst.start_s, launch.launched_s,
+                               launch.burst.stop_s, launch.exited_s])
+            error = _read_result(run, launch)
+            if error:
+                run.errors.append(error)
+            if launch.result is not None and run.tool.rate_from_sockets:
+                launch.result.sender_intervals = launch.result.receiver_intervals
+                launch.result.receiver_intervals = acked_rate.per_second(sampler.samples, launch.spec.port,
+                                                                         launch.burst.start_s)
+                launch.result.retransmits = acked_rate.retransmits(sampler.samples, launch.spec.port,
+                                                                   launch.burst.start_s)
+            if launch.result is not None:
+                throughput_rows += _throughput_rows(run.flow.name, launch)
+    flows = [{**_flow_summary(run), "observed_cca": _observed_cca(sampler.samples, run.flow.name)} for run in runs]
+    ctrl = control_sockets(sampler.samples)
+    tcp_rows = [s.row() for s in sampler.samples if (s.sock.src, s.sock.sport) not in ctrl]
+    rtt_rows = [[s.t_s, s.rtt_ms, s.sent, s.received, s.mode] for s in probe.samples]
+    write_csv(trial_dir / "throughput.csv", ["t_s", "flow", "stream", "mbps"], sorted(throughput_rows, key=lambda r: r[0]))
+    write_csv(trial_dir / "rtt.csv", ["t_s", "rtt_ms", "sent", "received", "mode"], rtt_rows)
+    write_csv(trial_dir / "tcpinfo.csv", TCPINFO_COLUMNS, tcp_rows)
+    write_csv(trial_dir / "events.csv", ["flow", "burst", "planned_start_s", "launched_s", "planned_stop_s", "exited_s"],
+              event_rows)
+    errors = [f"{r.flow.name}: {e}" for r in runs for e in r.errors]
+    return {
+        "trial": trial_no, "status": "failed" if errors else "ok", "error": "; ".join(errors) or None,
+        "started": started, "duration_s": round(duration, 3),
+        "flows": flows,
+        "jain": jain(f["mean_mbps"] for f in flows) if not errors else None,
+        "rtt": rtt_stats((s.rtt_ms for s in probe.samples), idle_rtt_ms),
+        "collector": {"socket_samples": len(sampler.samples), "sampler_ticks": sampler.ticks,
+                      "rtt_rounds": len(probe.samples)},
+    }
+
+
+def _observed_cca(samples, flow: str) -> list[str] | None:
+    """The algorithms the flow's data sockets really ran (control sockets carry < 64 KB)."""
+    seen = {s.sock.cca for s in samples if s.flow == flow and s.sock.cca and (s.sock.bytes_acked or 0) >= 65536}
+    return sorted(seen) or None
+
+
+def _flow_summary(run: FlowRun) -> dict:
+    flow = run.flow
+    results = [launch.result for launch in run.completed]
+    received = sum(r.bytes_received for r in results)
+    on_s = sum(r.seconds for r in results)
+    first = min((l.burst.start_s for l in run.launches), default=0.0)
+    last = max((l.burst.start_s + l.result.seconds for l in run.completed), default=first)
+    retrans = [r.retransmits for r in results if r.retransmits is not None]
+    lost = [r.lost_percent for r in results if r.lost_percent is not None]
+    return {
+        "name": flow.name, "role": flow.role, "tool": flow.tool, "protocol": flow.protocol,
+        "cca": run.cca if flow.protocol == "tcp" else None, "pair": flow.pair, "streams": flow.streams,
+        "pattern": flow.pattern, "bursts": len(run.launches), "completed_bursts": len(results),
+        "bytes": received, "on_s": round(on_s, 3),
+        "mean_mbps": mbps(received, on_s), "span_mean_mbps": mbps(received, last - first),
+        "retransmits": sum(retrans) if retrans else None,
+        "lost_percent": sum(lost) / len(lost) if lost else None,
+    }

@@ -1,0 +1,117 @@
+"""Lab verification before every cell: is the realised lab the one the cell configured?
+
+Idle RTT: the median of three burst rounds (10 pings 1 ms apart) from S<probe> to D<probe>.
+Bottleneck rate: 4 to 16 TCP streams S1 -> D1 (more for larger BDPs) keep the shaper saturated
+while its own counters are read every 200 ms (collectors/live/shaper_meter.py); the rate is the byte
+counter's slope over saturated one-second windows. The receiver's goodput is recorded beside it.
+TCP, not a UDP flood, because TCP moves GSO super-packets, which the userspace delay line carries
+cheaply, so the probe does not measure the delay line's packet rate instead of the shaper.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from pathlib import Path
+
+from longhaul.collectors.live.host_cpu import StealMeter
+from longhaul.collectors.live.rtt_probe import idle_rtt
+from longhaul.collectors.live.shaper_meter import ShaperMeter, backlogged_rate
+from longhaul.drivers import iperf3
+from longhaul.hardware.executors.process import wait_until
+from longhaul.appliance.config.load import VerifySection
+from longhaul.appliance.config.profiles import CellSpec
+
+PORT = 5299
+# Enough streams that their socket buffers together cover the path even with the kernel's
+# default limits (a cell's `default` buffer allows ~4 MB per socket, a 1 Gb/s x 183 ms path needs
+# 23 MB in flight): the rate probe must saturate the shaper whatever the cell's tuning.
+MIN_STREAMS, MAX_STREAMS = 4, 16
+DEFAULT_SOCKET_BYTES = 4 * 2**20
+
+
+def probe_streams(bdp_bytes: float) -> int:
+    return max(MIN_STREAMS, min(MAX_STREAMS, math.ceil(3 * bdp_bytes / DEFAULT_SOCKET_BYTES)))
+PROBE_CCA = "cubic"
+# Above this share of CPU time taken by the hypervisor during a probe, a refusal names the host.
+STARVED_STEAL_PCT = 10.0
+
+
+def ramp_s(rtt_ms: float) -> float:
+    return max(1.0, 12 * rtt_ms / 1000.0)
+
+
+def verify(lab, spec: CellSpec, settings: VerifySection, out_dir: Path) -> dict:
+    """Measure, and measure again up to `attempts` times after a growing pause: a busy or stalled
+    host (this VM's timers at times fire 100 ms late) can starve the shaper and the delay line for
+    a while, and one unlucky probe should not refuse a lab that is right."""
+    result = {}
+    for attempt in range(1, settings.attempts + 1):
+        if attempt > 1:
+            time.sleep(settings.retry_pause_s * (attempt - 1))
+        result = verify_once(lab, spec, settings, out_dir)
+        result["attempt"] = attempt
+        if result["ok"]:
+            break
+    return result
+
+
+def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path) -> dict:
+    topo = spec.cell.topology
+    pair = spec.cell.probe.pair
+    with StealMeter() as steal:
+        measured_rtt = idle_rtt(lab.executor(f"S{pair}"), lab.address(f"D{pair}"))
+        streams = probe_streams(topo.bdp_bytes)
+        measured_rate, goodput = measure_rate(lab, topo.rtt_ms, settings.rate_probe_s, out_dir, streams)
+    rtt_tol = max(settings.rtt_tolerance_ms, topo.rtt_ms * settings.rtt_tolerance_pct / 100)
+    problems = []
+    if measured_rtt is None:
+        problems.append("no ping reply across the bottleneck")
+    elif abs(measured_rtt - topo.rtt_ms) > rtt_tol:
+        problems.append(f"idle RTT {measured_rtt:.1f} ms vs configured {topo.rtt_ms:g} ms (tolerance {rtt_tol:.1f} ms)")
+    rate_tol = topo.bottleneck_rate_mbps * settings.rate_tolerance_pct / 100
+    if measured_rate is None:
+        problems.append("the rate probe never kept a queue at the bottleneck for a whole second")
+    elif abs(measured_rate - topo.bottleneck_rate_mbps) > rate_tol:
+        problems.append(f"bottleneck rate {measured_rate:.1f} Mb/s vs configured {topo.bottleneck_rate_mbps:g} Mb/s "
+                        f"(tolerance {rate_tol:.1f} Mb/s)")
+    if problems and steal.percent is not None and steal.percent >= STARVED_STEAL_PCT:
+        problems.append(f"the hypervisor took {steal.percent:g} % of this machine's CPU time during the probe: "
+                        "an oversubscribed host, not the lab configuration, is the likely cause")
+    return {
+        "ok": not problems, "problems": problems, "host_cpu_steal_pct": steal.percent,
+        "tolerance": {"rtt_ms": round(rtt_tol, 3), "rate_mbps": round(rate_tol, 3)},
+        "rtt_ms": {"configured": topo.rtt_ms, "measured": measured_rtt},
+        "rate_mbps": {"configured": topo.bottleneck_rate_mbps, "measured": measured_rate, "goodput": goodput},
+        "queue_bytes": {"configured": topo.queue_bytes},
+        "method": {"rtt": "median of 3 rounds of 10 pings 1 ms apart",
+                   "rate": f"shaper byte counter under {streams} {PROBE_CCA} streams, median over saturated 1 s windows"},
+    }
+
+
+def measure_rate(lab, rtt_ms: float, probe_s: float, out_dir: Path, streams: int = MIN_STREAMS
+                 ) -> tuple[float | None, float | None]:
+    """(shaper rate, receiver goodput) in Mb/s."""
+    receiver, sender = lab.executor("D1"), lab.executor("S1")
+    link = lab.topo.bottleneck()
+    server = receiver.start(iperf3.server_argv(PORT), label="verify-server", stdout=out_dir / "verify-server.json")
+    try:
+        probe = ["ss", "-ltnH", "sport", "=", f":{PORT}"]
+        wait_until(lambda: server.poll() is not None or bool(receiver.run(probe, check=False).stdout.strip()),
+                   timeout=10, what="verification iperf3 server")
+        ramp = ramp_s(rtt_ms)
+        argv = iperf3.client_argv(lab.address("D1"), PORT, duration_s=round(ramp + probe_s, 1), streams=streams, cca=PROBE_CCA)
+        with ShaperMeter(lab.executor(link.a.host), link.a.ifname, out_dir / "verify-shaper.txt") as meter:
+            res = sender.run(argv, timeout=ramp + probe_s + 30, check=False)
+        (out_dir / "verify-rate.json").write_text(res.stdout)
+    finally:
+        server.stop()
+    rate = backlogged_rate(meter.samples)
+    try:
+        intervals = iperf3.parse(res.stdout).intervals
+    except ValueError:
+        intervals = []
+    goodputs = [iv.bytes * 8 / iv.seconds / 1e6 for iv in intervals if iv.end_s > ramp and iv.seconds > 0.5]
+    goodput = round(statistics.median(goodputs), 3) if goodputs else None
+    return (None if rate is None else round(rate, 3)), goodput

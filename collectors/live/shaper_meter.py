@@ -1,0 +1,100 @@
+"""What the bottleneck shaper actually sends, read from its own counters (tc -s -j).
+
+While the shaper is saturated it sends at exactly its rate, so the byte counter's slope over
+windows in which it stayed saturated is the achieved bottleneck rate, in the frame bytes the shaper
+meters, with no TCP dynamics in the way. Saturated, between two samples: the queue had a backlog,
+or the shaper held packets back for want of tokens (its overlimits counter grew); the second
+matters for small queues (a 1-BDP queue at 0.4 ms is a few dozen packets and is often empty at
+the instant of a sample although the link never idles).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from longhaul.hardware.executors.process import Executor
+
+
+def tbf_counters(text: str) -> tuple[int, int, int] | None:
+    """(bytes sent, backlog bytes, overlimits) of the tbf in `tc -s -j qdisc show` output."""
+    for qdisc in json.loads(text or "[]"):
+        if qdisc.get("kind") == "tbf":
+            return int(qdisc.get("bytes", 0)), int(qdisc.get("backlog", 0)), int(qdisc.get("overlimits", 0))
+    return None
+
+
+def _saturated(samples: list[tuple], i: int) -> bool:
+    if samples[i][2] > 0:
+        return True
+    return i > 0 and len(samples[i]) > 3 and samples[i][3] > samples[i - 1][3]
+
+
+def backlogged_rate(samples: list[tuple], window_s: float = 1.0) -> float | None:
+    """Median Mb/s over consecutive windows of `window_s` in which the shaper stayed saturated.
+    samples: (t, bytes, backlog) or (t, bytes, backlog, overlimits)."""
+    rates, start = [], 0
+    for end in range(len(samples)):
+        if not _saturated(samples, end):
+            start = end + 1
+            continue
+        if start < len(samples) and samples[end][0] - samples[start][0] >= window_s:
+            t0, b0 = samples[start][:2]
+            t1, b1 = samples[end][:2]
+            rates.append((b1 - b0) * 8 / (t1 - t0) / 1e6)
+            start = end
+    return statistics.median(rates) if rates else None
+
+
+# one long-lived sampling loop on the router: a new SSH session per sample would cost a handshake
+# each time, which on a slow router (a VM under TCG) takes the CPU the forwarding needs
+_LOOP_SH = 'while :; do date +%s.%N; tc -s -j qdisc show dev "$1"; sleep "$2"; done'
+
+
+def parse_samples(text: str) -> list[tuple[float, int, int, int]]:
+    """(router time, bytes, backlog, overlimits) from the loop's output: a `date +%s.%N` line, then
+    tc's JSON; a block cut short at the end is dropped."""
+    samples, t, body = [], None, []
+
+    def flush():
+        if t is not None and body:
+            try:
+                counters = tbf_counters("".join(body))
+            except ValueError:
+                return
+            if counters:
+                samples.append((t, *counters))
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and stripped.replace(".", "", 1).isdigit() and "." in stripped:
+            flush()
+            t, body = float(stripped), []
+        elif stripped:
+            body.append(stripped)
+    flush()
+    return samples
+
+
+class ShaperMeter:
+    """Reads a tbf's counters every period_s with one sampling loop on its host (local, namespace or
+    SSH), timestamped by the host's own clock, for as long as the context is open."""
+
+    def __init__(self, executor: Executor, ifname: str, out_path: Path, period_s: float = 0.2):
+        self.executor = executor
+        self.ifname = ifname
+        self.out_path = Path(out_path)
+        self.period_s = period_s
+        self.samples: list[tuple[float, int, int, int]] = []
+        self._proc = None
+
+    def __enter__(self):
+        self._proc = self.executor.start(["sh", "-c", _LOOP_SH, "sh", self.ifname, f"{self.period_s:g}"],
+                                         label="shaper-meter", stdout=self.out_path)
+        return self
+
+    def __exit__(self, *exc):
+        self._proc.stop(term_timeout=3)
+        self.samples = parse_samples(self.out_path.read_text(errors="replace") if self.out_path.exists() else "")
+        return False

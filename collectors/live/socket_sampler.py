@@ -1,0 +1,159 @@
+"""tcp_info of every TCP flow at 10 Hz on the senders, keyed to flows by port.
+
+Each flow has its own server ports, so a socket belongs to the flow whose port is its destination.
+One long-lived probe process per sending host (drivers/agents/tcpinfo_probe.py, sock_diag netlink)
+writes JSON lines; a reader thread follows them for the live display, and stop() parses them all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from longhaul.drivers.ss import Socket
+from longhaul.hardware.executors.process import Executor, Process
+from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ["t_s", "flow", "src", "sport", "dst", "dport", "cwnd", "bytes_in_flight", "srtt_ms", "rttvar_ms",
+           "retrans_total", "delivery_rate_mbps", "bytes_acked"]
+
+
+@dataclass
+class Sample:
+    t_s: float
+    flow: str
+    sock: Socket
+
+    def row(self) -> list:
+        s = self.sock
+        rate = None if s.delivery_rate_bps is None else round(s.delivery_rate_bps / 1e6, 3)
+        return [self.t_s, self.flow, s.src, s.sport, s.dst, s.dport, s.cwnd, s.bytes_in_flight, s.srtt_ms,
+                s.rttvar_ms, s.retrans_total, rate, s.bytes_acked]
+
+
+def probe_argv(ports: list[int], period_s: float) -> list[str]:
+    return [sys.executable, "-m", "longhaul.drivers.agents.tcpinfo_probe", "--period", f"{period_s:g}",
+            "--ports", ",".join(str(p) for p in sorted(ports))]
+
+
+def parse_probe_line(line: str) -> tuple[float, list[Socket]] | None:
+    """One tick of the probe's output: (monotonic time, sockets); None for the header or junk."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if "t" not in data:
+        return None
+    socks = []
+    for row in data["s"]:
+        f = dict(zip(PROBE_FIELDS, row))
+        srtt_us, rttvar_us, rate_Bps = f["srtt_us"], f["rttvar_us"], f["delivery_rate_Bps"]
+        socks.append(Socket(src=f["src"], sport=f["sport"], dst=f["dst"], dport=f["dport"], cca=f["cca"],
+                            cwnd=f["cwnd"], mss=f["mss"], unacked=f["unacked"],
+                            srtt_ms=None if srtt_us is None else srtt_us / 1000,
+                            rttvar_ms=None if rttvar_us is None else rttvar_us / 1000, retrans_total=f["retrans_total"],
+                            delivery_rate_bps=None if rate_Bps is None else rate_Bps * 8,
+                            bytes_acked=f["bytes_acked"], bytes_received=f["bytes_received"],
+                            sacked=f.get("sacked"), lost=f.get("lost"), retrans_out=f.get("retrans_out")))
+    return float(data["t"]), socks
+
+
+class SocketSampler:
+    def __init__(self, senders: dict[str, Executor], ports: dict[int, str], workdir: Path, period_s: float = 0.1):
+        """senders: host name -> executor; ports: server port -> flow name."""
+        self.senders = senders
+        self.ports = ports
+        self.workdir = Path(workdir)
+        self.period_s = period_s
+        self.samples: list[Sample] = []
+        self.ticks = 0          # summed over hosts
+        self._procs: dict[str, Process] = {}
+        self._latest: dict[str, dict[str, list[Socket]]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+
+    def _out(self, host: str) -> Path:
+        return self.workdir / f"tcpinfo-{host}.jsonl"
+
+    def start(self, t0: float) -> None:
+        self._t0 = t0
+        for host, executor in self.senders.items():
+            self._procs[host] = executor.start(probe_argv(list(self.ports), self.period_s), label=f"tcpinfo-{host}",
+                                               stdout=self._out(host), stderr=self.workdir / f"tcpinfo-{host}.err")
+        self._thread = threading.Thread(target=self._follow, name="socket-sampler", daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        """Keep the newest tick of every host for current(); the files are parsed whole at stop()."""
+        offsets = {host: 0 for host in self._procs}
+        while not self._stop.wait(0.5):
+            for host in self._procs:
+                try:
+                    with open(self._out(host)) as handle:
+                        handle.seek(offsets[host])
+                        lines = handle.readlines()
+                        if lines and not lines[-1].endswith("\n"):
+                            lines.pop()   # a line still being written: read it next time
+                        offsets[host] += sum(len(line) for line in lines)
+                except OSError:
+                    continue
+                for line in reversed(lines):
+                    tick = parse_probe_line(line)
+                    if tick:
+                        self._latest[host] = self._by_flow(tick[1])
+                        break
+
+    def _by_flow(self, socks: list[Socket]) -> dict[str, list[Socket]]:
+        out: dict[str, list[Socket]] = {}
+        for sock in socks:
+            flow = self.ports.get(sock.dport)
+            if flow is not None:
+                out.setdefault(flow, []).append(sock)
+        return out
+
+    def current(self) -> dict[str, dict]:
+        """Per flow, right now: summed delivery rate and the largest smoothed RTT of its sockets."""
+        out = {}
+        for per_host in list(self._latest.values()):
+            for flow, socks in per_host.items():
+                rates = [s.delivery_rate_bps for s in socks if s.delivery_rate_bps and (s.bytes_acked or 0) > 65536]
+                rtts = [s.srtt_ms for s in socks if s.srtt_ms]
+                out[flow] = {"mbps": sum(rates) / 1e6 if rates else None, "srtt_ms": max(rtts) if rtts else None}
+        return out
+
+    def stop(self) -> list[Sample]:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+        for proc in self._procs.values():
+            proc.stop()
+        for host, proc in self._procs.items():
+            for line in proc.read_stdout().splitlines():
+                tick = parse_probe_line(line)
+                if tick is None:
+                    continue
+                self.ticks += 1
+                t_s = round(tick[0] - self._t0, 3)
+                for flow, socks in self._by_flow(tick[1]).items():
+                    self.samples.extend(Sample(t_s, flow, sock) for sock in socks)
+            if proc.poll() not in (0, None, -15):
+                log.warning("tcp_info probe on %s exited %s: %s", host, proc.poll(), proc.read_stderr()[-300:])
+        self.samples.sort(key=lambda s: s.t_s)
+        return self.samples
+
+
+def control_sockets(samples: list[Sample]) -> set[tuple[str, int]]:
+    """iperf3 keeps a control connection to the same port as its data; it carries a few hundred
+    bytes, so any socket that never had 64 KB acknowledged is taken for control."""
+    acked: dict[tuple[str, int], int] = {}
+    for sample in samples:
+        key = (sample.sock.src, sample.sock.sport)
+        acked[key] = max(acked.get(key, 0), sample.sock.bytes_acked or 0)
+    return {key for key, value in acked.items() if value < 65536}

@@ -1,0 +1,180 @@
+"""The embedded lab: a Dumbbell realised as network namespaces on this machine.
+
+`lab_plan` is pure (it returns the steps); `NetnsLab` applies them and registers an undo for every
+step on the run's CleanupStack, so a failure half-way still leaves nothing behind. Every object is
+named after the run's tag (namespaces `lh-<tag>-<host>`), which is what `longhaul clean` looks for.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from longhaul.hardware.delayline import helper as delayline
+from longhaul.hardware.cleanup import CleanupStack
+from longhaul.hardware.executors.process import LocalExecutor, NetnsExecutor, ProcessTable, wait_until
+from longhaul.hardware.backends.netns.features import Features
+from longhaul.hardware.routers.linux_tc import DirectionShape, access_plan, direction_plan
+from longhaul.hardware.topology import Dumbbell
+from longhaul.hardware.tuning import host_sysctls, router_sysctls, sysctl_argv
+
+log = logging.getLogger(__name__)
+NETNS_ETC = Path("/etc/netns")
+
+
+@dataclass(frozen=True)
+class LinkSettings:
+    """What the cell asks of the bottleneck and the end hosts."""
+
+    rtt_ms: float
+    queue_bytes: int
+    cca: str
+    buffer: object
+
+
+@dataclass(frozen=True)
+class Step:
+    host: str | None      # None: run on this machine, outside the lab
+    argv: list[str]
+
+
+def lab_plan(topo: Dumbbell, settings: LinkSettings, features: Features) -> list[Step]:
+    """Everything after the namespaces exist: links, addresses, routes, sysctls, shaping."""
+    steps: list[Step] = []
+    for host in topo.hosts:
+        steps.append(Step(host.name, ["ip", "link", "set", "lo", "up"]))
+    for link in topo.links:
+        steps.append(Step(None, ["ip", "link", "add", link.a.ifname, "netns", topo.host(link.a.host).netns,
+                                 "type", "veth", "peer", "name", link.b.ifname,
+                                 "netns", topo.host(link.b.host).netns]))
+        for port in (link.a, link.b):
+            steps.append(Step(port.host, ["ip", "addr", "add", port.address, "dev", port.ifname]))
+            steps.append(Step(port.host, ["ip", "link", "set", port.ifname, "mtu", str(topo.mtu), "up"]))
+    for route in topo.routes:
+        steps.append(Step(route.host, ["ip", "route", "add", route.destination, "via", route.via]))
+    for host in topo.hosts:
+        settings_for = router_sysctls() if host.role == "router" else host_sysctls(
+            settings.cca, settings.buffer, list(features.allowed_congestion_controls))
+        steps += [Step(host.name, argv) for argv in sysctl_argv(settings_for)]
+    for link in topo.links:
+        if link.kind == "access":
+            for port in (link.a, link.b):
+                steps += [Step(port.host, argv) for argv in access_plan(port.ifname, link.rate_mbps, topo.mtu)]
+    for shape, host in bottleneck_shapes(topo, settings):
+        steps += [Step(host, argv) for argv in direction_plan(shape, use_netem=features.netem)]
+    return steps
+
+
+def bottleneck_shapes(topo: Dumbbell, settings: LinkSettings) -> list[tuple[DirectionShape, str]]:
+    link = topo.bottleneck()
+    one_way = settings.rtt_ms / 2
+    return [(DirectionShape(port.ifname, link.rate_mbps, settings.queue_bytes, one_way, topo.mtu), port.host)
+            for port in (link.a, link.b)]
+
+
+class NetnsLab:
+    backend = "netns"
+
+    def __init__(self, topo: Dumbbell, settings: LinkSettings, features: Features,
+                 procs: ProcessTable, cleanup: CleanupStack, workdir: Path):
+        self.topo = topo
+        self.settings = settings
+        self.features = features
+        self.procs = procs
+        self.cleanup = cleanup
+        self.workdir = Path(workdir)
+        self.local = LocalExecutor("controller", procs)
+        self._executors = {h.name: NetnsExecutor(h.name, h.netns, procs) for h in topo.hosts}
+        self.delaylines = []
+        self._facts: dict[int, dict] = {}
+
+    def executor(self, host: str) -> NetnsExecutor:
+        return self._executors[host]
+
+    def address(self, host: str) -> str:
+        return self.topo.address(host)
+
+    def pair_facts(self, pair: int) -> dict:
+        """What layer-2 tools (DPDK, TRex) need to address pair `pair` without ARP: the sender's
+        interface, its next hop's MAC, both addresses and the receiver's interface."""
+        if pair not in self._facts:
+            sender, receiver = self.topo.access_link(f"S{pair}"), self.topo.access_link(f"D{pair}")
+            router = self.executor(sender.b.host)
+            mac = router.run(["cat", f"/sys/class/net/{sender.b.ifname}/address"]).stdout.strip()
+            self._facts[pair] = {"iface": sender.a.ifname, "dst_mac": mac, "src_ip": self.address(f"S{pair}"),
+                                 "dst_ip": self.address(f"D{pair}"), "rx_iface": receiver.a.ifname}
+        return self._facts[pair]
+
+    def build(self) -> None:
+        for host in self.topo.hosts:
+            self.local.run(["ip", "netns", "add", host.netns])
+            self.cleanup.push(f"delete namespace {host.netns}", lambda ns=host.netns: remove_namespace(ns))
+            self._write_hosts_file(host.netns)
+        for step in lab_plan(self.topo, self.settings, self.features):
+            runner = self.local if step.host is None else self._executors[step.host]
+            runner.run(step.argv)
+        if not self.features.netem and self.settings.rtt_ms > 0:
+            self._start_delaylines()
+
+    def _write_hosts_file(self, netns: str) -> None:
+        directory = NETNS_ETC / netns
+        directory.mkdir(parents=True, exist_ok=True)
+        self.cleanup.push(f"remove {directory}", lambda: shutil.rmtree(directory, ignore_errors=True))
+        (directory / "hosts").write_text(self.topo.hosts_file())
+
+    def _start_delaylines(self) -> None:
+        helper = delayline.helper_path()
+        if not os.access(helper, os.X_OK):
+            raise FileNotFoundError(f"delay-line helper not built: {helper} (run make setup)")
+        for queue, (shape, host) in enumerate(bottleneck_shapes(self.topo, self.settings), start=1):
+            executor = self._executors[host]
+            ready = self.workdir / f"delayline-{host}.ready"
+            ready.unlink(missing_ok=True)
+            proc = executor.start(delayline.command(queue, shape.delay_ms, ready_file=str(ready)),
+                                  label=f"delayline-{host}", stdout=self.workdir / f"delayline-{host}.json",
+                                  stderr=self.workdir / f"delayline-{host}.log")
+            self.delaylines.append(proc)
+            self.cleanup.push(f"stop delay line on {host}", proc.stop)
+            wait_until(lambda: ready.exists() or proc.poll() is not None, 10, what=f"delay line on {host}")
+            if proc.poll() is not None:
+                raise RuntimeError(f"delay line on {host} exited: {proc.read_stderr().strip()}")
+            setup, teardown = delayline.iptables_rules(shape.ifname, queue)
+            for argv in setup:
+                executor.run(argv)
+
+    def delayline_stats(self) -> dict:
+        return {p.label: delayline.parse_stats(p.read_stdout()) for p in self.delaylines
+                if p.poll() is not None and p.read_stdout().strip()}
+
+
+def namespace_pids(netns: str) -> list[int]:
+    try:
+        out = LocalExecutor("controller", ProcessTable()).run(["ip", "netns", "pids", netns], check=False)
+    except Exception:
+        return []
+    return [int(tok) for tok in out.stdout.split() if tok.isdigit()]
+
+
+def remove_namespace(netns: str) -> None:
+    """Stop whatever still runs in one of our namespaces (by pid), then delete it; the kernel
+    takes its veths, qdiscs and iptables rules with it."""
+    import signal
+    import time
+
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        pids = namespace_pids(netns)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and namespace_pids(netns):
+            time.sleep(0.05)
+    LocalExecutor("controller", ProcessTable()).run(["ip", "netns", "del", netns], check=False)
+    shutil.rmtree(NETNS_ETC / netns, ignore_errors=True)

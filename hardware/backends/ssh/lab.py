@@ -1,0 +1,349 @@
+"""A lab of real, already-wired hosts (an inventory), driven over SSH with NetnsLab's interface.
+
+The facility owns the wiring: addresses, routes and access links are never touched. longhaul owns
+only what an experiment changes: end-host sysctls (congestion control default, buffer limits, no
+route-metrics cache), router forwarding, and the bottleneck shaping on both routers' `link =
+"bottleneck"` interfaces (tbf, and netem where the router has it, else the userspace delay line
+started on the router over SSH from the same path as on this controller). Before changing
+anything, every sysctl it will write and the routers' root qdiscs are read and recorded; the undo
+steps go on the run's CleanupStack first, so a failure, a crash of a trial or Ctrl-C leaves the hosts
+as found. `record` holds before/applied/after per host for the run's manifest (seed 000 Fig. 6a).
+
+Pure parts: `inventory_dumbbell` (lab names S<i>/D<i>/R1/R2 -> the inventory's machines and test
+interfaces) and `hosts_plan` (the Step list). Linux routers only: a FreeBSD router is refused at
+preflight (hardware/routers/freebsd_ipfw.py has its plan, not wired here yet).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from longhaul.collectors.live.rtt_probe import idle_rtt
+from longhaul.hardware.delayline import helper as delayline
+from longhaul.hardware.backends.ssh import readiness
+from longhaul.hardware.cleanup import CleanupStack
+from longhaul.hardware.executors.process import ProcessTable, wait_until
+from longhaul.hardware.backends.netns.lab import LinkSettings, Step, bottleneck_shapes
+from longhaul.hardware.routers.linux_tc import direction_plan
+from longhaul.hardware.topology import Dumbbell, Host, Link, Port
+from longhaul.hardware.tuning import host_sysctls, router_sysctls, sysctl_argv
+
+log = logging.getLogger(__name__)
+# what a kernel attaches by itself (handle 0:); anything else on a router is someone's config
+DEFAULT_QDISCS = ("noqueue", "pfifo_fast", "mq", "fq_codel", "fq", "pfifo", "cake")
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What preflight learnt about one machine over SSH."""
+
+    name: str                                  # the inventory's name
+    role: str
+    allowed_ccas: tuple[str, ...] = ()         # tcp_allowed_congestion_control (end hosts)
+    ccas: tuple[str, ...] = ()                 # tcp_available_congestion_control
+    netem: bool = False                        # routers: netem available (else the delay line)
+
+
+@dataclass
+class HostsFeatures:
+    """The ssh backend's preflight result; what Features is for the netns lab (manifest, progress)."""
+
+    inventory: str
+    hosts: dict[str, HostFacts] = field(default_factory=dict)   # by inventory name
+    rows: list = field(default_factory=list)                     # readiness rows (warnings kept)
+    vm_lab: dict | None = None                                   # qemu backend: the VMs' image, kernel, accel
+
+    @property
+    def delay(self) -> str:
+        routers = [f for f in self.hosts.values() if f.role == "router"]
+        return "netem" if routers and all(f.netem for f in routers) else "delayline"
+
+    def as_dict(self) -> dict:
+        return {"backend": "qemu" if self.vm_lab else "ssh", "inventory": self.inventory, "delay": self.delay,
+                "hosts": {n: asdict(f) for n, f in self.hosts.items()},
+                "kernels": {r.host: r.detail for r in self.rows if r.check == "os" and r.status == readiness.OK},
+                **({"vm_lab": self.vm_lab} if self.vm_lab else {}),
+                "readiness": [asdict(r) for r in self.rows if r.status != readiness.OK]}
+
+
+def _net(address: str):
+    return ipaddress.ip_interface(address).network
+
+
+def inventory_dumbbell(inventory, tag: str, pairs: int, bottleneck_rate_mbps: float,
+                       mtu: int) -> tuple[Dumbbell, dict[str, str]]:
+    """(Dumbbell, lab name -> inventory name). Ports are the machines' test interfaces; a router's
+    access port is its interface on the end host's subnet (else its first access interface)."""
+    if pairs > len(inventory.pairs):
+        raise ValueError(f"the profile needs {pairs} pair(s); the inventory has {len(inventory.pairs)}")
+    r1, r2 = inventory.routers()
+    names = {"R1": r1.name, "R2": r2.name}
+    hosts = [Host("R1", "router", ""), Host("R2", "router", "")]
+
+    def wan(router):
+        return next(i for i in router.interfaces if i.link == "bottleneck")
+
+    def access_iface(machine):
+        found = [i for i in machine.interfaces if i.link == "access"]
+        if not found:
+            raise ValueError(f"{machine.name} has no test interface in the inventory")
+        return found[0]
+
+    for router in (r1, r2):
+        if not any(i.link == "bottleneck" for i in router.interfaces):
+            raise ValueError(f"router {router.name} has no interface with link = 'bottleneck'")
+    a, b = wan(r1), wan(r2)
+    links = [Link(Port("R1", a.name, a.address), Port("R2", b.name, b.address), "bottleneck", bottleneck_rate_mbps)]
+    for i, (sender, receiver) in enumerate(inventory.pair_hosts()[:pairs], start=1):
+        for side, machine, router, role in (("S", sender, r1, "sender"), ("D", receiver, r2, "receiver")):
+            name = f"{side}{i}"
+            names[name] = machine.name
+            hosts.append(Host(name, role, ""))
+            own = access_iface(machine)
+            near = [x for x in router.interfaces if x.link == "access" and _net(x.address) == _net(own.address)]
+            port = near[0] if near else access_iface(router)
+            links.append(Link(Port(name, own.name, own.address), Port(f"R{1 if side == 'S' else 2}", port.name,
+                                                                       port.address), "access", own.rate_mbps))
+    return Dumbbell(tag, pairs, tuple(hosts), tuple(links), (), mtu), names
+
+
+def tuned_sysctls(topo: Dumbbell, settings: LinkSettings, allowed: dict[str, tuple[str, ...]]) -> dict[str, dict]:
+    """Lab host -> the sysctls longhaul sets there (allowed: lab host -> its allowed CCAs)."""
+    return {h.name: (router_sysctls() if h.role == "router" else
+                     host_sysctls(settings.cca, settings.buffer, list(allowed.get(h.name, ()))))
+            for h in topo.hosts}
+
+
+PATH_RTT_MIN_MS = 0.5     # a path faster than this is left alone (netem's own granularity)
+
+
+def delay_settings(settings: LinkSettings, path_rtt_ms: float | None) -> LinkSettings:
+    """The RTT the shaping adds: the configured end-to-end RTT less what the path itself takes
+    (a WAN testbed's fibre, emulated VMs' hops), so flows see the RTT the profile asks for."""
+    if not path_rtt_ms or path_rtt_ms < PATH_RTT_MIN_MS or settings.rtt_ms <= 0:
+        return settings
+    return dataclasses.replace(settings, rtt_ms=round(max(0.0, settings.rtt_ms - path_rtt_ms), 2))
+
+
+def hosts_plan(topo: Dumbbell, settings: LinkSettings, allowed: dict[str, tuple[str, ...]],
+               netem: dict[str, bool], path_rtt_ms: float | None = None) -> list[Step]:
+    """Only what longhaul owns on real hosts: sysctls, then the bottleneck's shaping on both routers
+    (netem: router -> has netem; without it the delay line adds the delay, see HostsLab.build)."""
+    steps = [Step(host, argv) for host, values in tuned_sysctls(topo, settings, allowed).items()
+             for argv in sysctl_argv(values)]
+    for shape, host in bottleneck_shapes(topo, delay_settings(settings, path_rtt_ms)):
+        steps += [Step(host, argv) for argv in direction_plan(shape, use_netem=netem.get(host, False))]
+    return steps
+
+
+def _one_line(value: str) -> str:
+    return " ".join(value.split())        # sysctl prints tcp_rmem with tabs, writes take spaces
+
+
+class HostsLab:
+    backend = "ssh"
+
+    def __init__(self, inventory, topo: Dumbbell, names: dict[str, str], settings: LinkSettings,
+                 features: HostsFeatures, procs: ProcessTable, cleanup: CleanupStack, workdir: Path, via=None):
+        self.inventory, self.topo, self.names = inventory, topo, names
+        self.settings, self.features = settings, features
+        self.procs, self.cleanup, self.workdir = procs, cleanup, Path(workdir)
+        self._executors = {lab: inventory.executor(machine, procs, via=via) for lab, machine in names.items()}
+        self.delaylines = []
+        self._facts: dict[int, dict] = {}
+        allowed = {lab: features.hosts[m].allowed_ccas for lab, m in names.items() if m in features.hosts}
+        self.netem = {lab: features.hosts[m].netem for lab, m in names.items()
+                      if m in features.hosts and features.hosts[m].role == "router"}
+        self.sysctls = tuned_sysctls(topo, settings, allowed)
+        self._allowed = allowed
+        self.path_rtt_ms: float | None = None
+        self.plan = hosts_plan(topo, settings, allowed, self.netem)
+        self.record = {"backend": "qemu" if features.vm_lab else "ssh", "inventory": features.inventory, "tag": topo.tag,
+                       "hosts": {lab: {"machine": m, "management": inventory.host(m).management}
+                                 for lab, m in names.items()}}
+
+    def executor(self, host: str):
+        return self._executors[host]
+
+    def address(self, host: str) -> str:
+        return self.topo.address(host)
+
+    def pair_facts(self, pair: int) -> dict:
+        """As NetnsLab.pair_facts: the next hop's MAC is read from the router over SSH."""
+        if pair not in self._facts:
+            sender, receiver = self.topo.access_link(f"S{pair}"), self.topo.access_link(f"D{pair}")
+            mac = self.executor(sender.b.host).run(["cat", f"/sys/class/net/{sender.b.ifname}/address"]).stdout.strip()
+            self._facts[pair] = {"iface": sender.a.ifname, "dst_mac": mac, "src_ip": self.address(f"S{pair}"),
+                                 "dst_ip": self.address(f"D{pair}"), "rx_iface": receiver.a.ifname}
+        return self._facts[pair]
+
+    # -- state: read, record, restore ------------------------------------------------------------
+
+    def read_sysctls(self, host: str) -> dict[str, str]:
+        keys = list(self.sysctls[host])
+        out = self.executor(host).run(["sysctl", "-n", *keys]).stdout.splitlines()
+        if len(out) != len(keys):
+            raise RuntimeError(f"{host}: sysctl -n {' '.join(keys)} gave {len(out)} lines")
+        return {k: _one_line(v) for k, v in zip(keys, out)}
+
+    def read_root_qdisc(self, host: str, ifname: str) -> dict:
+        import json
+        shown = json.loads(self.executor(host).run(["tc", "-j", "qdisc", "show", "dev", ifname]).stdout or "[]")
+        root = next((q for q in shown if q.get("root")), {})
+        return {"kind": root.get("kind"), "handle": root.get("handle")}
+
+    def _state(self) -> dict:
+        """Every host's sysctls and both routers' root qdiscs, read in parallel."""
+        link = self.topo.bottleneck()
+        jobs = {h: (self.read_sysctls, (h,)) for h in self.sysctls}
+        jobs.update({f"{p.host}:qdisc": (self.read_root_qdisc, (p.host, p.ifname)) for p in (link.a, link.b)})
+        with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+            futures = {k: pool.submit(fn, *args) for k, (fn, args) in jobs.items()}
+            return {k: f.result() for k, f in futures.items()}
+
+    def _restore(self, host: str, before: dict[str, str]) -> None:
+        self.executor(host).run(["sysctl", "-q", "-w", *[f"{k}={v}" for k, v in before.items()]])
+
+    def _read_back(self) -> None:
+        """Runs last at teardown: what the hosts look like after longhaul left."""
+        state = self._state()
+        for key, value in state.items():
+            host, _, what = key.partition(":")
+            self.record["hosts"][host]["qdisc" if what else "sysctl"]["after"] = value
+        problems = [f"{h}: {k} = {state[h][k]!r}, was {v!r}" for h in self.sysctls
+                    for k, v in self.record["hosts"][h]["sysctl"]["before"].items() if state[h][k] != v]
+        problems += [f"{p.host}: root qdisc {state[p.host + ':qdisc']}, was {self.record['hosts'][p.host]['qdisc']['before']}"
+                     for p in (self.topo.bottleneck().a, self.topo.bottleneck().b)
+                     if state[p.host + ":qdisc"] != self.record["hosts"][p.host]["qdisc"]["before"]]
+        self.record["restored"] = not problems
+        if problems:
+            self.record["not_restored"] = problems
+            raise RuntimeError("hosts not as found: " + "; ".join(problems))
+
+    # -- build -------------------------------------------------------------------------------
+
+    def build(self) -> None:
+        before = self._state()
+        link = self.topo.bottleneck()
+        for port in (link.a, link.b):
+            root = before[f"{port.host}:qdisc"]
+            if root["handle"] not in (None, "0:") or root["kind"] not in (None, *DEFAULT_QDISCS):
+                raise RuntimeError(f"{port.host} ({self.names[port.host]}) {port.ifname} already has a root qdisc "
+                                   f"{root['kind']} handle {root['handle']}: someone's configuration, which longhaul "
+                                   f"would replace; remove it first (tc qdisc del dev {port.ifname} root)")
+        self.cleanup.push("read back host state", self._read_back)      # runs last
+        for host, values in self.sysctls.items():
+            self.record["hosts"][host]["sysctl"] = {"before": before[host], "applied": values}
+            self.cleanup.push(f"restore sysctls on {host}", lambda h=host, v=before[host]: self._restore(h, v))
+        for port in (link.a, link.b):
+            self.record["hosts"][port.host]["qdisc"] = {"before": before[f"{port.host}:qdisc"],
+                                                        "applied": [s.argv for s in self.plan
+                                                                    if s.host == port.host and s.argv[0] == "tc"]}
+            self.cleanup.push(f"delete root qdisc on {port.host} {port.ifname}",
+                              lambda p=port: self.executor(p.host).run(["tc", "qdisc", "del", "dev", p.ifname, "root"],
+                                                                       check=False))
+        # the path's own idle RTT, before any shaping, comes off the delay the shaping adds
+        self.path_rtt_ms = idle_rtt(self.executor("S1"), self.address("D1"))
+        self.plan = hosts_plan(self.topo, self.settings, self._allowed, self.netem, self.path_rtt_ms)
+        self.record["path_rtt_ms"] = self.path_rtt_ms
+        self.record["added_rtt_ms"] = delay_settings(self.settings, self.path_rtt_ms).rtt_ms
+        for step in self.plan:
+            self.executor(step.host).run(step.argv)
+        if self.settings.rtt_ms > 0 and not all(self.netem.values()):
+            self._start_delaylines()
+        self.record["delay"] = {h: "netem" if n else "delayline" for h, n in self.netem.items()}
+
+    def _start_delaylines(self) -> None:
+        helper = delayline.helper_path()
+        shaped = delay_settings(self.settings, self.path_rtt_ms)
+        for queue, (shape, host) in enumerate(bottleneck_shapes(self.topo, shaped), start=1):
+            if self.netem.get(host):
+                continue
+            executor = self.executor(host)
+            ready = f"/tmp/longhaul-delayline-{self.topo.tag}-{host}.ready"    # on the router
+            executor.run(["rm", "-f", ready])
+            proc = executor.start(delayline.command(queue, shape.delay_ms, ready_file=ready), label=f"delayline-{host}",
+                                  stdout=self.workdir / f"delayline-{host}.json",
+                                  stderr=self.workdir / f"delayline-{host}.log")
+            self.delaylines.append(proc)
+            self.cleanup.push(f"remove {ready} on {host}", lambda e=executor, r=ready: e.run(["rm", "-f", r], check=False))
+            self.cleanup.push(f"stop delay line on {host}", proc.stop)
+            def up(proc=proc, executor=executor, ready=ready) -> bool:
+                return proc.poll() is not None or executor.run(["test", "-e", ready], check=False).returncode == 0
+
+            wait_until(up, 15, interval=0.2, what=f"delay line {helper} on {host}")
+            if proc.poll() is not None:
+                raise RuntimeError(f"delay line on {host} exited: {proc.read_stderr().strip()}")
+            setup, teardown = delayline.iptables_rules(shape.ifname, queue)
+            for argv, undo in zip(setup, teardown):
+                executor.run(argv)
+                self.cleanup.push(f"delete delay-line rule on {host}", lambda e=executor, u=undo: e.run(u, check=False))
+
+    def delayline_stats(self) -> dict:
+        return {p.label: delayline.parse_stats(p.read_stdout()) for p in self.delaylines
+                if p.poll() is not None and p.read_stdout().strip()}
+
+
+# -- preflight ----------------------------------------------------------------------------------
+
+def lab_machines(inventory, pairs: int) -> list:
+    r1, r2 = inventory.routers()
+    return [r1, r2, *[h for pair in inventory.pair_hosts()[:pairs] for h in pair]]
+
+
+def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
+    """Allowed/available CCAs of end hosts, netem and the delay line's needs on routers."""
+    executor = inventory.executor(host.name, ProcessTable(), via=via)
+    problems: list[str] = []
+    if host.role == "router":
+        if host.os != "linux":
+            why = f"{host.name}: os = '{host.os}' routers are not supported by the ssh backend yet (Linux routers only)"
+            return HostFacts(host.name, host.role), [why]
+        done = executor.run(["sh", "-c", readiness._KERNEL_SH, "sh", "sch", "NET_SCH", "netem"], check=False)
+        evidence = readiness._kernel_lines(done.stdout).get("netem", "unknown")
+        netem = readiness.kernel_feature(evidence)[0] in ("available", "loadable")
+        if not netem:
+            helper = str(delayline.helper_path())
+            need = executor.run(["sh", "-c", readiness._TOOLS_SH, "sh", "iptables", helper], check=False).stdout.split()
+            if need:
+                problems.append(f"{host.name}: no netem, and the delay line needs {', '.join(need)} "
+                                "(the helper at the controller's path: make setup on the router)")
+        return HostFacts(host.name, host.role, netem=netem), problems
+    allowed = executor.run(["cat", "/proc/sys/net/ipv4/tcp_allowed_congestion_control"], check=False).stdout.split()
+    available = executor.run(["cat", "/proc/sys/net/ipv4/tcp_available_congestion_control"], check=False).stdout.split()
+    if host.role == "sender":
+        import sys
+        probe = executor.run([sys.executable, "-c", "import longhaul.drivers.agents.tcpinfo_probe"], check=False)
+        if probe.returncode != 0:
+            problems.append(f"{host.name}: the socket sampler runs {sys.executable} -m longhaul.drivers.agents.tcpinfo_probe "
+                            "there: install longhaul at the same path (make setup)")
+    return HostFacts(host.name, host.role, tuple(allowed), tuple(available)), problems
+
+
+def preflight(inventory, inventory_path, pairs: int, wants, via=None) -> HostsFeatures:
+    """Readiness (longhaul check --inventory's checks) of the machines this run uses, plus the
+    facts the plan needs. Raises RuntimeError naming every failed check; warnings are kept."""
+    from longhaul.hardware.backends.ssh.host_checks import check_host
+
+    problems: list[str] = []
+    if pairs > len(inventory.pairs):
+        problems.append(f"the profiles need {pairs} pair(s); inventory {inventory_path} has {len(inventory.pairs)}")
+    if inventory.bottleneck is None:
+        raise RuntimeError(f"inventory {inventory_path} has no [bottleneck] routers")
+    machines = lab_machines(inventory, min(pairs, len(inventory.pairs)))
+    with ThreadPoolExecutor(max_workers=min(16, 2 * len(machines))) as pool:
+        checks = [pool.submit(check_host, inventory, h, wants, via) for h in machines]
+        rows = [row for f in checks for row in f.result()]
+        failed_hosts = {r.host for r in rows if r.status == readiness.FAIL}
+        facts = {h.name: pool.submit(_facts, inventory, h, via) for h in machines if h.name not in failed_hosts}
+        found = {name: f.result() for name, f in facts.items()}
+    problems += [f"{r.host} ({r.role}) {r.check}: {r.detail}" for r in rows if r.status == readiness.FAIL]
+    problems += [p for _, more in found.values() for p in more]
+    if problems:
+        raise RuntimeError("the real lab is not ready:\n  - " + "\n  - ".join(problems))
+    return HostsFeatures(str(inventory_path), {n: f for n, (f, _) in found.items()}, rows)

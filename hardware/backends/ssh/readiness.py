@@ -1,0 +1,432 @@
+"""Is a real lab ready? The checks `longhaul check --inventory` runs on each host, and what their
+output means.
+
+Pure: this module only builds argv lists (what to run on a host, by its role and OS) and reads
+their Completed (returncode, stdout, stderr) into (status, detail), status one of ok | warn | fail.
+Running them over SSH is hardware/backends/ssh/host_checks.py's job. Every argv that carries a name from
+the inventory or a profile (a tool, an interface, a CCA) passes it as a positional argument of a
+fixed `sh -c` script, never interpolated into the script text.
+
+Kernel features (qdiscs, congestion controls) are judged from evidence the host already has,
+without touching its network: loaded (/proc/modules), built in (modules.builtin), loadable
+(`modinfo -n` finds the module file), and last the kernel's own config (/proc/config.gz or
+/boot/config-$(uname -r)), which is the only evidence on a kernel built without module support.
+Creating a scratch qdisc would be a stronger proof, but would change a router someone else may be
+using; `longhaul run` still finds out for sure when it shapes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+_RANK = {OK: 0, WARN: 1, FAIL: 2}
+
+END_HOST_TOOLS = ("iperf3", "fping", "python3", "ss")   # the probe, the default tool, readiness
+ROUTER_TOOLS = {"linux": ("ip", "tc"), "freebsd": ("ipfw", "sysctl")}
+CONTROLLER_TOOLS = ("ssh",)
+DEFAULT_CCAS = ("cubic", "bbr")            # looked for when no profile says: missing ones only warn
+QDISCS = (("tbf", True), ("netem", False), ("htb", False))   # (qdisc, required); netem: else the delay line
+WARN_OFFSET_S = 0.010
+FAIL_OFFSET_S = 1.0
+
+_TOOLS_SH = 'for t; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
+# One line per name: "<name> loaded | builtin | module <path> | config <line> | config none |
+# unknown <modinfo's complaint>". $1: module prefix (sch, tcp), $2: config symbol prefix.
+_KERNEL_SH = r"""kind=$1; sym=$2; shift 2
+rel=$(uname -r)
+if [ -r /proc/config.gz ]; then cfg=$(zcat /proc/config.gz 2>/dev/null)
+elif [ -r "/boot/config-$rel" ]; then cfg=$(cat "/boot/config-$rel"); else cfg=; fi
+for n; do
+  m="${kind}_$n"
+  if grep -qs "^$m " /proc/modules; then echo "$n loaded"; continue; fi
+  if grep -qs "/$m\.ko" "/lib/modules/$rel/modules.builtin"; then echo "$n builtin"; continue; fi
+  if p=$(modinfo -n "$m" 2>/dev/null); then echo "$n module $p"; continue; fi
+  if [ -n "$cfg" ]; then
+    u=$(echo "$n" | tr a-z A-Z)
+    line=$(printf '%s\n' "$cfg" | grep -E "^(# )?CONFIG_${sym}_${u}( is not set|=)" | head -n 1)
+    echo "$n config ${line:-none}"; continue
+  fi
+  echo "$n unknown $(modinfo -n "$m" 2>&1 | head -n 1)"
+done"""
+_CCA_SH = "cat /proc/sys/net/ipv4/tcp_available_congestion_control || exit 1\n" + _KERNEL_SH
+_CLOCK_SH = r"""if command -v timedatectl >/dev/null 2>&1; then
+  printf 'timedatectl '; timedatectl show -p NTPSynchronized --value 2>&1 | head -n 1; fi
+if command -v chronyc >/dev/null 2>&1; then
+  printf 'chronyc '; chronyc -n tracking 2>&1 | grep -E 'Leap status|Cannot|506|refused' | head -n 1; echo; fi
+if command -v ntpq >/dev/null 2>&1; then printf 'ntpq '; ntpq -c rv 2>&1 | head -n 1; fi
+exit 0"""
+_LINK_SH = 'cd "/sys/class/net/$1" 2>/dev/null || { echo absent; exit 1; }; cat operstate; cat speed 2>&1; exit 0'
+_PCI_SH = r"""d="/sys/bus/pci/devices/$1"; [ -e "$d" ] || { echo absent; exit 1; }
+if [ -e "$d/driver" ]; then basename "$(readlink "$d/driver")"; else echo none; fi"""
+_KLD_SH = r"""for m in ipfw dummynet; do
+  if kldstat -q -m "$m"; then echo "$m loaded"
+  elif [ -e "/boot/kernel/$m.ko" ]; then echo "$m loadable"; else echo "$m missing"; fi
+done
+echo "hz $(sysctl -n kern.hz)" """
+# The clock is read in a loop over one session: one line in, one timestamp out (the controller
+# times each exchange; see clock_offset).
+CLOCK_LOOP_SH = 'while read -r x; do date +%s.%N; done'
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str                   # the table's "check" column
+    kind: str                   # which interpreter reads it
+    argv: tuple[str, ...] = ()
+    params: tuple = ()          # what the interpreter compares against
+    local: bool = False         # runs on the controller itself (no SSH)
+
+
+@dataclass(frozen=True)
+class Row:
+    host: str
+    role: str
+    check: str
+    status: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Wants:
+    """What the selected profiles need from the end hosts."""
+    tools: tuple[str, ...] = ()   # executables of the traffic tools the profiles use
+    ccas: tuple[str, ...] = ()    # congestion controls of their TCP flows (empty: DEFAULT_CCAS, optional)
+
+
+# -- which checks -----------------------------------------------------------------------------
+
+def reach_check() -> Check:
+    """Run first: proves reachability, the host key and the login, and names the OS."""
+    return Check("reachable", "reach", ("uname", "-sr"))
+
+
+def host_checks(host, wants: Wants = Wants()) -> list[Check]:
+    """The checks after reach_check() for one inventory host, by role and OS."""
+    if host.role == "controller":
+        return [Check("tools", "tools", ("sh", "-c", _TOOLS_SH, "sh", *CONTROLLER_TOOLS), CONTROLLER_TOOLS, True),
+                Check("clock sync", "clock", ("sh", "-c", _CLOCK_SH), (), True)]
+    linux = host.os == "linux"
+    if host.role == "router":
+        tools = ROUTER_TOOLS[host.os]
+    else:
+        tools = tuple(dict.fromkeys(END_HOST_TOOLS + wants.tools))
+    checks = [Check("tools", "tools", ("sh", "-c", _TOOLS_SH, "sh", *tools), tools)]
+    if host.role == "router" and linux:
+        names = tuple(q for q, _ in QDISCS)
+        checks.append(Check("qdiscs", "qdiscs", ("sh", "-c", _KERNEL_SH, "sh", "sch", "NET_SCH", *names), QDISCS))
+    elif host.role == "router":
+        checks.append(Check("dummynet", "dummynet", ("sh", "-c", _KLD_SH)))
+    if host.role == "sender":
+        required = bool(wants.ccas)
+        ccas = wants.ccas or DEFAULT_CCAS
+        checks.append(Check("congestion controls", "ccas",
+                            ("sh", "-c", _CCA_SH, "sh", "tcp", "TCP_CONG", *ccas), (ccas, required)))
+    checks.append(Check("clock sync", "clock", ("sh", "-c", _CLOCK_SH)))
+    checks.append(Check("clock offset", "offset", ("sh", "-c", CLOCK_LOOP_SH)))
+    for iface in host.interfaces:
+        argv = ("sh", "-c", _LINK_SH, "sh", iface.name) if linux else ("ifconfig", iface.name)
+        checks.append(Check(f"link {iface.name}", "link" if linux else "link_bsd", argv, (iface.rate_mbps,)))
+        if iface.pci and linux:
+            checks.append(Check(f"pci {iface.pci}", "pci", ("sh", "-c", _PCI_SH, "sh", iface.pci.lower())))
+    return checks
+
+
+# -- what the output means --------------------------------------------------------------------
+
+def worst(statuses) -> str:
+    return max(statuses, key=_RANK.__getitem__, default=OK)
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def classify_ssh(stderr: str, returncode: int) -> tuple[str, str] | None:
+    """(row, detail) for a failure of SSH itself, None when the remote command ran.
+
+    ssh exits 255 for its own errors (and -1 is a local timeout); its message names the cause."""
+    if returncode not in (255, -1):
+        return None
+    text = stderr.strip()
+    if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text:
+        return "host key", "the host's key CHANGED since known_hosts recorded it (a new install, or not that host)"
+    if "Host key verification failed" in text:
+        return "host key", "not in known_hosts (add it, or trust_on_first_use = true once)"
+    if "Permission denied" in text:
+        return "login", "key refused: " + _first_line(text)
+    for needle, what in (("Connection refused", "connection refused: nothing listens on the SSH port"),
+                         ("timed out", "no answer (timed out)"),
+                         ("No route to host", "no route to host"),
+                         ("Network is unreachable", "network unreachable"),
+                         ("Could not resolve hostname", "the name does not resolve"),
+                         ("Connection closed", "sshd closed the connection"),
+                         ("Connection reset", "the connection was reset"),
+                         ("not found: ", "the ssh client is not installed on the controller")):
+        if needle in text:
+            return "reachable", what
+    if returncode == -1:
+        return "reachable", text or "timed out"
+    if not text:
+        # uname and the other probes never exit 255, so this is ssh's own failure with its message
+        # lost (seen when a connect to an absent host raced ConnectTimeout on a starved CPU)
+        return "reachable", "ssh exited 255 without a message (no answer from the host?)"
+    return "reachable", "ssh failed: " + _first_line(text)
+
+
+def interpret_reach(host, done) -> list[tuple[str, str, str]]:
+    """(check, status, detail) rows for reachable, host key, login and os."""
+    failure = classify_ssh(done.stderr, done.returncode)
+    if failure is not None:
+        row, detail = failure
+        rows = [("reachable", OK, "sshd answers")] if row in ("host key", "login") else []
+        if row == "login":
+            rows.append(("host key", OK, "matches known_hosts"))
+        rows.append((row, FAIL, detail + "; other checks skipped"))
+        return rows
+    rows = [("reachable", OK, f"{host.management}:{host.ssh_port}"), ("host key", OK, "matches known_hosts"),
+            ("login", OK, "key accepted")]
+    if done.returncode != 0:
+        return rows + [("os", WARN, f"uname failed ({done.returncode}): {_first_line(done.stderr)}")]
+    system = done.stdout.strip()
+    expected = {"linux": "Linux", "freebsd": "FreeBSD"}[host.os]
+    if not system.startswith(expected):
+        return rows + [("os", FAIL, f"{system or 'nothing'}, but the inventory says os = '{host.os}'")]
+    return rows + [("os", OK, system)]
+
+
+def interpret_tools(done, tools) -> tuple[str, str]:
+    missing = [t for t in done.stdout.split() if t in tools]
+    if done.returncode != 0 and not missing:
+        return FAIL, f"could not look ({done.returncode}): {_first_line(done.stderr)}"
+    if missing:
+        return FAIL, "missing: " + " ".join(missing)
+    return OK, " ".join(tools)
+
+
+def _kernel_lines(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        name, _, rest = line.strip().partition(" ")
+        if name:
+            out[name] = rest.strip()
+    return out
+
+
+def kernel_feature(evidence: str) -> tuple[str, str]:
+    """One probe line's evidence -> (available | loadable | missing | unknown, words)."""
+    kind, _, rest = evidence.partition(" ")
+    if kind == "loaded":
+        return "available", "loaded"
+    if kind == "builtin":
+        return "available", "built in"
+    if kind == "module":
+        return ("available", "built in") if rest == "(builtin)" else ("loadable", f"module {rest}")
+    if kind == "config":
+        if rest.endswith("=y"):
+            return "available", "built in (kernel config)"
+        if rest.endswith("=m"):
+            return "missing", "configured as a module, but no module file is installed"
+        return "missing", "not in this kernel (" + ("not configured" if rest == "none" else rest) + ")"
+    return "unknown", "cannot tell: no module tools and no kernel config" + (f" ({rest})" if rest else "")
+
+
+def interpret_qdiscs(done, qdiscs) -> tuple[str, str]:
+    found = _kernel_lines(done.stdout)
+    statuses, parts = [], []
+    for name, required in qdiscs:
+        state, words = kernel_feature(found.get(name, "unknown"))
+        if state == "available":
+            statuses.append(OK)
+        elif state == "loadable":
+            statuses.append(OK)               # tc loads sch_* modules by itself when run as root
+        elif state == "missing":
+            statuses.append(FAIL if required else WARN)
+        else:
+            statuses.append(WARN)
+        note = "" if required or state in ("available", "loadable") else \
+            (" (the delay then comes from the userspace delay line)" if name == "netem" else " (optional)")
+        parts.append(f"{name}: {words}{note}")
+    return worst(statuses), "; ".join(parts)
+
+
+def interpret_ccas(done, params) -> tuple[str, str]:
+    wanted, required = params
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or not lines:
+        return FAIL, "cannot read tcp_available_congestion_control: " + _first_line(done.stderr)
+    available = lines[0].split()
+    found = _kernel_lines("\n".join(lines[1:]))
+    statuses, notes = [OK], []
+    for cca in wanted:
+        if cca in available:
+            continue
+        state, words = kernel_feature(found.get(cca, "unknown"))
+        if state == "available":
+            notes.append(f"{cca}: {words}")        # built in but not listed: odd, say so
+        elif state == "loadable":
+            statuses.append(WARN)
+            notes.append(f"{cca}: not loaded, {words} (modprobe tcp_{cca}, or a root socket asking for it loads it)")
+        else:
+            statuses.append(FAIL if required else WARN)
+            notes.append(f"{cca}: {words}" + ("" if required else " (no profile asks for it)"))
+    return worst(statuses), "available: " + " ".join(available) + ("; " + "; ".join(notes) if notes else "")
+
+
+def interpret_clock(done) -> tuple[str, str]:
+    synced, unsynced, said = [], [], []
+    for line in done.stdout.splitlines():
+        source, _, value = line.strip().partition(" ")
+        value = value.strip()
+        if source not in ("timedatectl", "chronyc", "ntpq") or not value:
+            continue
+        said.append(f"{source}: {value}")
+        if source == "timedatectl" and value in ("yes", "no"):
+            (synced if value == "yes" else unsynced).append(source)
+        elif source == "chronyc" and "Leap status" in value:
+            (synced if value.split(":", 1)[1].strip() in ("Normal", "Insert second", "Delete second")
+             else unsynced).append(source)
+        elif source == "ntpq" and "leap_" in value:
+            (synced if "leap_none" in value and "sync_unspec" not in value else unsynced).append(source)
+    if synced:
+        return OK, "synchronized (" + ", ".join(synced) + ")"
+    if unsynced:
+        return WARN, "NOT synchronized (" + ", ".join(unsynced) + "); the offset row says by how much"
+    return WARN, "no NTP client answers" + (": " + "; ".join(said) if said else " (no timedatectl, chronyc or ntpq)")
+
+
+def _exchanges(samples: list[tuple[float, str, float]]) -> tuple[list[tuple[float, float]], bool]:
+    """(round trip, offset) of each readable exchange, and whether the host's date lacked %N."""
+    good, coarse = [], False
+    for before, text, after in samples:
+        text = text.strip()
+        if not re.match(r"^\d+(\.\d+)?$", text):
+            if re.match(r"^\d+\.N$", text) or re.match(r"^\d+\.%N$", text):   # a date without %N
+                text, coarse = text.split(".")[0], True
+            else:
+                continue
+        good.append((after - before, float(text) - (before + after) / 2))
+    return good, coarse
+
+
+def offset_estimate(samples: list[tuple[float, str, float]]) -> float | None:
+    """The host's clock minus the controller's, in seconds, from clock_offset's samples (None when
+    the host gave no fine-grained time)."""
+    good, coarse = _exchanges(samples)
+    return min(good)[1] if good and not coarse else None
+
+
+def clock_offset(samples: list[tuple[float, str, float]]) -> tuple[str, str]:
+    """samples: (controller time before, the host's `date +%s.%N`, controller time after). The host
+    read its clock somewhere in between: the exchange with the shortest round trip bounds it best,
+    its midpoint is the estimate and half its round trip the uncertainty."""
+    good, coarse = _exchanges(samples)
+    if not good:
+        shown = samples[0][1].strip()[:80] if samples else "nothing"
+        return FAIL, f"could not read the host's clock (got {shown!r})"
+    rtt, offset = min(good)
+    detail = f"{offset * 1e3:+.1f} ms ± {rtt / 2 * 1e3:.1f} ms vs the controller"
+    if coarse:
+        detail += " (the host's date has no %N: 1 s resolution)"
+        return (FAIL if abs(offset) > FAIL_OFFSET_S + 1 else WARN), detail
+    if abs(offset) > FAIL_OFFSET_S:
+        return FAIL, detail + f" (over {FAIL_OFFSET_S:g} s: per-second results would not line up)"
+    if abs(offset) > WARN_OFFSET_S:
+        return WARN, detail + f" (over {WARN_OFFSET_S * 1e3:g} ms)"
+    return OK, detail
+
+
+def _rate_verdict(speed: float, rate: float, state: str | None) -> tuple[str, str]:
+    detail = f"{speed:g} Mb/s (inventory {rate:g})"
+    if speed < rate:
+        return FAIL, f"{speed:g} Mb/s, slower than the inventory's rate_mbps = {rate:g}"
+    if state is not None and state not in ("up", "unknown"):
+        return WARN, f"{detail}, link {state}"
+    if speed > rate:
+        return WARN, f"{detail}: the NIC is faster than the inventory says; experiments assume {rate:g}"
+    return OK, detail
+
+
+def interpret_link(done, params) -> tuple[str, str]:
+    rate = params[0]
+    lines = [ln.strip() for ln in done.stdout.splitlines()]
+    if done.returncode != 0 or not lines or lines[0] == "absent":
+        return FAIL, "no such interface on this host"
+    state = lines[0]
+    speed = lines[1] if len(lines) > 1 else ""
+    if re.match(r"^\d+$", speed) and int(speed) > 0:
+        return _rate_verdict(float(speed), rate, state)
+    why = "virtual NIC or link down" if speed == "-1" or "Invalid argument" in speed else speed or "no speed"
+    return WARN, f"speed unknown ({why}); link {state}; inventory {rate:g} Mb/s"
+
+
+def interpret_link_bsd(done, params) -> tuple[str, str]:
+    rate = params[0]
+    if done.returncode != 0:
+        return FAIL, "no such interface on this host: " + _first_line(done.stderr)
+    media = re.search(r"media:.*?\((\d+)(G?)base", done.stdout)
+    status = re.search(r"status:\s*(.+)", done.stdout)
+    state = status.group(1).strip() if status else None
+    state = {"active": "up", "no carrier": "down"}.get(state, state)
+    if media:
+        speed = float(media.group(1)) * (1000 if media.group(2) else 1)
+        return _rate_verdict(speed, rate, state)
+    return WARN, f"speed unknown (no media line); inventory {rate:g} Mb/s"
+
+
+def interpret_pci(done) -> tuple[str, str]:
+    text = done.stdout.strip()
+    if done.returncode != 0 or text == "absent" or not text:
+        return FAIL, "no PCI device at this address (lspci -D lists the host's)"
+    return OK, "present, " + ("no driver bound" if text == "none" else f"driver {text}")
+
+
+def interpret_dummynet(done) -> tuple[str, str]:
+    found = _kernel_lines(done.stdout)
+    statuses, parts = [], []
+    for module in ("ipfw", "dummynet"):
+        state = found.get(module, "missing")
+        statuses.append({"loaded": OK, "loadable": WARN}.get(state, FAIL))
+        parts.append(f"{module} {state}" + (f" (kldload {module})" if state == "loadable" else ""))
+    hz = found.get("hz", "")
+    if hz.isdigit():
+        if int(hz) < 1000:
+            statuses.append(WARN)
+            parts.append(f"kern.hz={hz}: delays round to {1000 // int(hz)} ms (dummynet(4): HZ=1000)")
+        else:
+            parts.append(f"kern.hz={hz}")
+    return worst(statuses), ", ".join(parts)
+
+
+def interpret(check: Check, done) -> tuple[str, str]:
+    """(status, detail) of one check's Completed (not reach: see interpret_reach)."""
+    failure = classify_ssh(done.stderr, done.returncode)
+    if failure is not None:
+        return FAIL, f"{failure[0]}: {failure[1]}"
+    with_params = {"tools": interpret_tools, "qdiscs": interpret_qdiscs, "ccas": interpret_ccas,
+                   "link": interpret_link, "link_bsd": interpret_link_bsd}
+    plain = {"clock": interpret_clock, "pci": interpret_pci, "dummynet": interpret_dummynet}
+    if check.kind in with_params:
+        return with_params[check.kind](done, check.params)
+    if check.kind in plain:
+        return plain[check.kind](done)
+    raise ValueError(f"no interpreter for check kind {check.kind!r}")
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+def rows_for(host, results: list[tuple[str, str, str]]) -> list[Row]:
+    return [Row(host.name, host.role, check, status, detail) for check, status, detail in results]
+
+
+def verdict(rows: list[Row]) -> tuple[bool, str]:
+    """Ready when no row failed (warnings are allowed: they name what may skew results)."""
+    failed = [r for r in rows if r.status == FAIL]
+    warned = [r for r in rows if r.status == WARN]
+    if failed:
+        hosts = ", ".join(dict.fromkeys(r.host for r in failed))
+        return False, f"NOT ready: {len(failed)} failed check(s) on {hosts}" + \
+            (f", {len(warned)} warning(s)" if warned else "")
+    return True, "ready" + (f" ({len(warned)} warning(s))" if warned else "")

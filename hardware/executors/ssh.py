@@ -1,0 +1,402 @@
+"""Run argv on a real host over SSH, behind the same interface as the namespace executor.
+
+The OpenSSH client does the transport (no extra dependency; the operator's ssh setup still applies
+unless ssh_config says otherwise): keys only (BatchMode, IdentitiesOnly, no password or
+keyboard-interactive), host keys checked strictly against one known_hosts file
+(GlobalKnownHostsFile=/dev/null, so nothing else vouches for a host), and trust on first use only
+when asked for (StrictHostKeyChecking=accept-new, which still refuses a key that *changed*).
+No connection sharing (ControlMaster=no): every command is its own ssh process, so stopping one
+never disturbs another, and commands to many hosts run concurrently from threads (sshd's
+MaxStartups, 10 by default, bounds unauthenticated connections per host). The price is one SSH
+handshake per command (tens of ms on a LAN); connection sharing would need its master process
+managed like any other, and is not done.
+
+Quoting happens once, at the SSH boundary: argv stays a list until shlex.join makes the one string
+the remote login shell parses (`$SHELL -c STRING`, so that shell must be POSIX: sh, bash, dash, ksh,
+zsh). The string execs /bin/sh with a fixed script and the argv as "$@", so no argument is ever
+re-parsed.
+
+Remote cleanup, as thorough as locally: sshd runs every session command in a new session (it calls
+setsid() before exec'ing the shell), the script execs the tool in place, so the tool's pid P is its
+process group and everything it starts stays in group P. Before exec'ing, the script forks a small
+watcher that holds the SSH session's stdin. The local side never writes to it; it reads EOF when
+the session ends for any reason: the local ssh client killed, the controller killed (the pipe's
+write end dies with it), a run() that timed out. The watcher then sends TERM to group P, waits up
+to `grace_s` and sends KILL (the watcher ignores TERM and dies by that KILL). start() also learns P
+(the script announces it on stderr; the line is removed from the stderr the caller sees), so stop()
+signals the remote group over a second SSH connection, TERM then KILL like a local stop, and
+cleanup() does that for every group this executor started and has not seen end. As locally, a
+tool that makes its own session (a daemon) escapes its group: run such tools in the foreground.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import signal
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from longhaul.hardware.executors.process import CommandError, Completed, Executor, Process, ProcessTable
+
+log = logging.getLogger(__name__)
+
+MARKER = "__longhaul_pgid__"
+_MARKER_RE = re.compile(rb"^" + MARKER.encode() + rb" (\d+)\r?\n?$")
+
+# fd 3 keeps the session's stdin for the watcher; the tool gets /dev/null (as Executor.start gives
+# a local tool) and does not inherit fd 3. The watcher's output goes to /dev/null so it never
+# holds the session's stdout/stderr open: the session ends when the tool ends.
+_WATCHED = """exec 3<&0 </dev/null
+( trap '' TERM INT HUP
+  read x <&3
+  kill -s TERM 0 2>/dev/null
+  i=0
+  while [ $i -lt {grace} ] && kill -0 $$ 2>/dev/null; do sleep 1; i=$((i+1)); done
+  kill -s KILL 0 ) </dev/null >/dev/null 2>&1 &
+{announce}exec "$@" 3<&-"""
+# run() with input: the tool reads the session's stdin itself, so no watcher can hold it; the
+# announced group is killed over a second connection if the run times out.
+_PLAIN = '{announce}exec "$@"'
+_ANNOUNCE = f'echo "{MARKER} $$" >&2\n'
+_SIGNAL = 'sig=$1; shift; for g do kill -s "$sig" -- "-$g" 2>/dev/null || kill -s "$sig" "$g" 2>/dev/null; done; exit 0'
+
+
+def remote_command(argv: list[str], watch: bool = True, announce: bool = False, grace_s: int = 5) -> str:
+    """The one string sent to the remote login shell: the only place argv is quoted."""
+    template = _WATCHED if watch else _PLAIN
+    script = template.format(grace=int(grace_s), announce=_ANNOUNCE if announce else "")
+    return shlex.join(["exec", "/bin/sh", "-c", script, "longhaul", *[str(a) for a in argv]])
+
+
+def map_paths(argv: list[str], path_map: tuple[tuple[str, str], ...]) -> list[str]:
+    """Controller install paths (its venv's python, its built helpers) as the host's: a prefix
+    at the start of an argument or right after a `KEY=` (LD_PRELOAD=...)."""
+    if not path_map:
+        return argv
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=") if not arg.startswith("/") else ("", "", arg)
+        target = value if (eq or not key) else arg
+        for local, remote in path_map:
+            if target.startswith(local):
+                target = remote + target[len(local):]
+                break
+        out.append(f"{key}={target}" if eq else target)
+    return out
+
+
+def _ssh_path(path) -> str:
+    """A path as an ssh option value: ssh expands %-tokens in these, and splits on spaces."""
+    text = str(path).replace("%", "%%")
+    if '"' in text:
+        raise ValueError(f"{path}: a path with a double quote cannot be passed to ssh")
+    return f'"{text}"' if any(c.isspace() for c in text) else text
+
+
+class SshProcess(Process):
+    """A process started on a remote host: the local ssh client, plus the remote process group."""
+
+    def __init__(self, popen: subprocess.Popen, argv: list[str], host: str, label: str,
+                 stdout_path: Path | None, stderr_path: Path | None, executor: "SshExecutor"):
+        super().__init__(popen, argv, host, label, stdout_path, stderr_path)
+        self.executor = executor
+        self.remote_pgid: int | None = None
+        self._announced = threading.Event()
+        self._early = bytearray()        # ssh's own complaints before the remote side ran
+        self._stopped = threading.Lock()
+        self._sink = open(stderr_path, "wb") if stderr_path else None
+        self._relay = threading.Thread(target=self._relay_stderr, name=f"ssh-stderr-{label}", daemon=True)
+        self._relay.start()
+
+    def _relay_stderr(self) -> None:
+        """Take the announced pgid off the stderr stream; pass everything else to the caller's file."""
+        try:
+            for line in iter(self.popen.stderr.readline, b""):
+                if self.remote_pgid is None:
+                    match = _MARKER_RE.match(line)
+                    if match:
+                        self.remote_pgid = int(match.group(1))
+                        self._announced.set()
+                        continue
+                    if len(self._early) < 8192:
+                        self._early += line
+                if self._sink:
+                    self._sink.write(line)
+                    self._sink.flush()
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._announced.set()
+            if self._sink:
+                self._sink.close()
+            self.popen.stderr.close()
+
+    def await_start(self, timeout: float) -> bool:
+        """True once the remote side announced its process group (False: ssh failed or hung)."""
+        self._announced.wait(timeout)
+        return self.remote_pgid is not None
+
+    @property
+    def early_stderr(self) -> str:
+        return bytes(self._early).decode(errors="replace")
+
+    def _finish(self) -> None:
+        """The ssh client has exited: let the relay drain, and drop our end of its stdin."""
+        self._relay.join(timeout=5)
+        if self.popen.stdin and not self.popen.stdin.closed:
+            try:
+                self.popen.stdin.close()
+            except OSError:
+                pass
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self.popen.wait(timeout=timeout)
+        self._finish()
+        return code
+
+    def read_stderr(self) -> str:
+        if self.popen.poll() is not None:
+            self._relay.join(timeout=5)
+        return super().read_stderr()
+
+    def stop(self, term_timeout: float = 3.0, kill_timeout: float = 3.0, sig=signal.SIGTERM) -> int | None:
+        with self._stopped:
+            if self.popen.poll() is not None:
+                self._finish()
+                return self.popen.returncode
+            if self.remote_pgid is not None:
+                for signum, timeout in ((sig, term_timeout), (signal.SIGKILL, kill_timeout)):
+                    if not self.executor.signal_remote([self.remote_pgid], signum):
+                        break             # host unreachable: fall back to the watcher below
+                    try:
+                        return self.wait(timeout=timeout)
+                    except subprocess.TimeoutExpired:
+                        log.warning("%s (remote pgid %d on %s) ignored signal %d",
+                                    self.label, self.remote_pgid, self.host, signum)
+            # Closing ssh's stdin ends the remote group through its watcher once the session
+            # notices; the local client then goes the local way (its own session, TERM, KILL).
+            self._finish_stdin()
+            result = super().stop(term_timeout=min(term_timeout, 1.0), kill_timeout=kill_timeout)
+            self._finish()
+            return result
+
+    def _finish_stdin(self) -> None:
+        if self.popen.stdin and not self.popen.stdin.closed:
+            try:
+                self.popen.stdin.close()
+            except OSError:
+                pass
+
+
+class SshExecutor(Executor):
+    """Runs argv on one remote host through the OpenSSH client.
+
+    via: an Executor whose wrap() prefixes the ssh client itself (e.g. a NetnsExecutor, so the
+    client runs inside a namespace); ssh_config: a client config file instead of the user's
+    (`/dev/null` for none); path_map: (controller prefix, host prefix) pairs for where longhaul
+    is installed on the host (see map_paths)."""
+
+    def __init__(self, name: str, procs: ProcessTable, host: str, user: str, key, known_hosts,
+                 port: int = 22, trust_on_first_use: bool = False, via: Executor | None = None,
+                 ssh_config=None, connect_timeout: float = 10.0, grace_s: int = 5, ssh: str = "ssh",
+                 path_map: tuple[tuple[str, str], ...] = ()):
+        super().__init__(name, procs)
+        self.path_map = tuple(path_map)
+        self.host, self.user, self.port = host, user, int(port)
+        self.key, self.known_hosts = Path(key), Path(known_hosts)
+        self.trust_on_first_use = trust_on_first_use
+        self.via = via
+        self.ssh_config = ssh_config
+        self.connect_timeout = connect_timeout
+        self.grace_s = int(grace_s)
+        self.ssh = ssh
+        self._started: list[SshProcess] = []
+        self._lock = threading.Lock()
+
+    # -- the local command line ---------------------------------------------------------------
+
+    def ssh_argv(self, command: str) -> list[str]:
+        checking = "accept-new" if self.trust_on_first_use else "yes"
+        argv = [self.ssh]
+        if self.ssh_config is not None:
+            argv += ["-F", str(self.ssh_config)]
+        argv += ["-T",
+                 "-o", "BatchMode=yes",
+                 "-o", f"StrictHostKeyChecking={checking}",
+                 "-o", f"UserKnownHostsFile={_ssh_path(self.known_hosts)}",
+                 "-o", "GlobalKnownHostsFile=/dev/null",
+                 "-o", "IdentitiesOnly=yes", "-i", _ssh_path(self.key),
+                 "-o", "PasswordAuthentication=no",
+                 "-o", "KbdInteractiveAuthentication=no",
+                 "-o", "PreferredAuthentications=publickey",
+                 "-o", "ControlMaster=no", "-o", "ControlPath=none",
+                 "-o", f"ConnectTimeout={max(1, int(self.connect_timeout))}",
+                 "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3",
+                 "-o", "LogLevel=ERROR",        # no "Permanently added" chatter in the tool's stderr
+                 "-p", str(self.port),
+                 f"{self.user}@{self.host}", "--", command]
+        return self.via.wrap(argv) if self.via is not None else argv
+
+    def wrap(self, argv: list[str], watch: bool = True, announce: bool = False) -> list[str]:
+        argv = map_paths([str(a) for a in argv], self.path_map)
+        return self.ssh_argv(remote_command(argv, watch=watch, announce=announce, grace_s=self.grace_s))
+
+    # -- run, start, stop ---------------------------------------------------------------------
+
+    def run(self, argv: list[str], timeout: float = 30.0, check: bool = True, input: str | None = None) -> Completed:
+        argv = [str(a) for a in argv]
+        if input is None:
+            code, out, err = self._run_watched(argv, timeout)
+        else:
+            code, out, err = self._run_with_input(argv, timeout, input)
+        if check and code != 0:
+            raise CommandError(self.name, argv, code, err)
+        return Completed(argv, code, out, err)
+
+    def _popen(self, full: list[str], argv: list[str], **kwargs) -> subprocess.Popen:
+        try:
+            return subprocess.Popen(full, start_new_session=True, **kwargs)
+        except FileNotFoundError as exc:
+            raise CommandError(self.name, argv, 127, f"not found: {full[0]}") from exc
+
+    def _run_watched(self, argv: list[str], timeout: float) -> tuple[int, str, str]:
+        # our own pipe as ssh's stdin: communicate() would close a PIPE at once, which the remote
+        # watcher would take for the end of the session
+        read_end, write_end = os.pipe()
+        try:
+            popen = self._popen(self.wrap(argv), argv, stdin=read_end, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        try:
+            out, err = popen.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.close(write_end)
+            write_end = -1                    # the remote watcher now ends the command ...
+            _settle(popen, self.grace_s + 5)  # ... and the session with it
+            raise CommandError(self.name, argv, -1, f"timed out after {timeout}s") from None
+        except BaseException:
+            os.close(write_end)
+            write_end = -1
+            _settle(popen, 1.0)
+            raise
+        finally:
+            if write_end >= 0:
+                os.close(write_end)
+        return popen.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+    def _run_with_input(self, argv: list[str], timeout: float, input: str) -> tuple[int, str, str]:
+        popen = self._popen(self.wrap(argv, watch=False, announce=True), argv, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            out, err = popen.communicate(input=input.encode(), timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            pgid = _announced(exc.stderr or b"")
+            if pgid is not None:
+                self.signal_remote([pgid], signal.SIGKILL)
+            _settle(popen, 2.0)
+            raise CommandError(self.name, argv, -1, f"timed out after {timeout}s") from None
+        except BaseException:
+            _settle(popen, 1.0)
+            raise
+        lines = err.splitlines(keepends=True)
+        for i, line in enumerate(lines):      # ssh or a login script may have written first
+            if _MARKER_RE.match(line):
+                del lines[i]
+                break
+        return popen.returncode, out.decode(errors="replace"), b"".join(lines).decode(errors="replace")
+
+    def start(self, argv: list[str], label: str = "", stdout: Path | None = None,
+              stderr: Path | None = None) -> SshProcess:
+        argv = [str(a) for a in argv]
+        out = open(stdout, "wb") if stdout else subprocess.DEVNULL
+        try:
+            popen = self._popen(self.wrap(argv, watch=True, announce=True), argv, stdin=subprocess.PIPE,
+                                stdout=out, stderr=subprocess.PIPE)
+        finally:
+            if out is not subprocess.DEVNULL:
+                out.close()
+        proc = SshProcess(popen, argv, self.name, label or argv[0], stdout, stderr, self)
+        self.procs.add(proc)                  # registered first: an interrupt below still stops it
+        with self._lock:
+            self._started.append(proc)
+        if not proc.await_start(self.connect_timeout + 10):
+            proc.stop(term_timeout=1.0)
+            code = popen.returncode if popen.returncode is not None else 255
+            raise CommandError(self.name, argv, code, proc.early_stderr or "the remote side did not start")
+        log.debug("started %s on %s: remote pgid %d: %s", proc.label, self.name, proc.remote_pgid, " ".join(argv))
+        return proc
+
+    def signal_remote(self, pgids: list[int], signum, timeout: float | None = None) -> bool:
+        """Send a signal to remote process groups (or the process, if it leads none) over a fresh
+        connection; False when the host could not be reached."""
+        name = signal.Signals(signum).name.removeprefix("SIG")
+        try:
+            res = self.run(["sh", "-c", _SIGNAL, "sh", name, *[str(int(p)) for p in pgids]],
+                           timeout=timeout or self.connect_timeout + 5, check=False)
+        except CommandError as exc:
+            log.warning("could not signal %s on %s: %s", pgids, self.name, exc)
+            return False
+        if res.returncode != 0:
+            log.warning("could not signal %s on %s: %s", pgids, self.name, res.stderr.strip()[:300])
+        return res.returncode == 0
+
+    def cleanup(self, term_timeout: float = 3.0, kill_timeout: float = 3.0) -> None:
+        """End every remote process group this executor started and has not seen end: TERM to all
+        in one connection, then each process's own stop() (KILL, then the local client)."""
+        with self._lock:
+            procs, self._started = self._started, []
+        live = [p for p in procs if p.poll() is None]
+        groups = [p.remote_pgid for p in live if p.remote_pgid is not None]
+        if groups and self.signal_remote(groups, signal.SIGTERM):
+            for proc in live:
+                try:
+                    proc.wait(timeout=term_timeout)
+                except subprocess.TimeoutExpired:
+                    pass
+        for proc in live:
+            proc.stop(term_timeout=0.1, kill_timeout=kill_timeout)
+
+    def started(self) -> list[SshProcess]:
+        with self._lock:
+            return list(self._started)
+
+
+def _announced(err: bytes) -> int | None:
+    for line in err.splitlines():
+        match = _MARKER_RE.match(line)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def _settle(popen: subprocess.Popen, timeout: float) -> None:
+    """Give the ssh client `timeout` to end by itself, then end it locally (its own session)."""
+    try:
+        popen.communicate(timeout=timeout)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(popen.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    popen.communicate()
+
+
+def run_parallel(jobs: list[tuple[Executor, list[str]]], timeout: float = 30.0, check: bool = True,
+                 max_workers: int = 16) -> list[Completed]:
+    """Run one argv on each of several executors at once (hosts in parallel), results in order."""
+    if not jobs:
+        return []
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(jobs))) as pool:
+        futures = [pool.submit(ex.run, argv, timeout, check) for ex, argv in jobs]
+        return [f.result() for f in futures]

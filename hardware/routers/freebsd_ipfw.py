@@ -1,0 +1,197 @@
+"""Dummynet plans for a FreeBSD router: pure functions from the bottleneck's settings to ipfw argv.
+
+No FreeBSD host is available here, so these plans are unit-tested against the documented syntax
+only (tests/test_dummynet.py) and have never been run on a router. The syntax is that of ipfw(8)
+as shipped with dummynet ("ipfw-2012", the version seed 000 section 3.1 used; the FreeBSD
+sbin/ipfw/ipfw.8 of 2010), sections cited by name:
+
+  SYNOPSIS, DUMMYNET CONFIGURATION  ipfw {pipe|queue|sched} number config config-options
+                                    ipfw [-s [field]] {pipe|queue|sched} {delete|list|show} [number ...]
+  SYNOPSIS, FIREWALL CONFIGURATION  ipfw [-cq] add rule ;  ipfw [-q] [set N] {delete|zero|resetlog} [number ...]
+  PIPE, QUEUE AND SCHEDULER CONFIGURATION
+      bw bandwidth      "measured in [K|M]{bit/s|Byte/s}" and "the unit must immediately follow
+                        the number", e.g. `ipfw pipe 1 config bw 300Kbit/s`
+      delay ms-delay    milliseconds (parsed as an integer), rounded to the clock tick: the
+                        dummynet(4) page recommends `options HZ=1000` for 1 ms granularity
+      queue {slots | size Kbytes}   default 50 slots; limited by the sysctls
+                        net.inet.ip.dummynet.pipe_byte_limit (1048576) and pipe_slot_limit (100)
+  RULE OPTIONS      recv | xmit | via {ifX | if* | ipno | any}: "`out` is required (and `in` is
+                    invalid) whenever `xmit` is used"
+  SYSCTL VARIABLES  net.inet.ip.dummynet.{pipe_byte_limit,pipe_slot_limit,io_fast,hash_size},
+                    net.inet.ip.fw.one_pass (1: a packet leaving a pipe is not matched again)
+  EXAMPLES, TRAFFIC SHAPING   one pipe per direction ("you should not use only one pipe for both
+                    directions, unless you want to simulate a half-duplex medium"), queues written
+                    as `queue 10Kbytes`
+
+Figure 6b of seed 000 (its router commands) is an image that the seed's text does not contain,
+so the sysctls below are the ones ipfw(8) says a pipe of this size needs, not a copy of it.
+
+Numbering: the plan owns a block of rule and pipe numbers (first_rule, first_pipe and the next
+one) and the teardown deletes exactly those numbers, never `ipfw -f flush`, which would also remove
+the router's own firewall rules (and, with a default-deny kernel, cut the SSH session).
+The router must accept what no rule matches (net.inet.ip.fw.default_to_accept=1 in
+/boot/loader.conf, or its own allow rules): these plans add pipes, not a firewall policy.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from longhaul.core.units import parse_queue
+
+FIRST_RULE = 50        # before rc.firewall's rules (100 and up), so shaping sees every packet
+FIRST_PIPE = 50
+MAX_RULE = 65534       # 65535 is the default rule
+MAX_PIPE = 65535
+BYTE_LIMIT_DEFAULT = 1048576   # ipfw(8) SYSCTL VARIABLES: pipe_byte_limit default
+SLOT_LIMIT_DEFAULT = 100       # pipe_slot_limit default
+_SLOTS = re.compile(r"^\s*(\d+)\s*(p|pkt|pkts|packets|slots)\s*$", re.IGNORECASE)
+
+
+def bw_arg(bw_mbps: float) -> str:
+    """The bandwidth in the largest documented unit that states it exactly: 500 -> '500Mbit/s',
+    0.3 -> '300Kbit/s'. 'G' is not in the documented [K|M], so 10 Gb/s is '10000Mbit/s'."""
+    if bw_mbps <= 0:
+        raise ValueError("dummynet bandwidth must be positive (0 means unlimited, which is not a bottleneck)")
+    bits = round(bw_mbps * 1e6)
+    if abs(bits - bw_mbps * 1e6) > 1e-3:
+        raise ValueError(f"{bw_mbps} Mb/s is not a whole number of bit/s")
+    for unit, scale in (("Mbit/s", 10**6), ("Kbit/s", 10**3), ("bit/s", 1)):
+        if bits % scale == 0:
+            return f"{bits // scale}{unit}"
+    raise AssertionError("unreachable")
+
+
+def _whole_ms(delay_ms: float) -> int:
+    if delay_ms < 0 or abs(delay_ms - round(delay_ms)) > 1e-9:
+        raise ValueError(f"dummynet delays are whole milliseconds >= 0, not {delay_ms}")
+    return int(round(delay_ms))
+
+
+def queue_size(queue, bdp_bytes: float | None = None, mtu: int = 1500) -> tuple[str, int]:
+    """('slots' | 'bytes', n) for a queue given as slots (int, '100p', '100slots') or as a size
+    ('6MB', '4MiB', bytes as a digit string, '1bdp' when the BDP is known)."""
+    if isinstance(queue, bool):
+        raise ValueError("a queue size, not a boolean")
+    if isinstance(queue, int):
+        if queue < 1:
+            raise ValueError("a queue of at least one slot")
+        return "slots", queue
+    match = _SLOTS.match(str(queue))
+    if match:
+        return queue_size(int(match.group(1)))
+    if "bdp" in str(queue).lower() and bdp_bytes is None:
+        raise ValueError("a BDP multiple needs the rate and RTT: use router_plan, or give bytes")
+    return "bytes", parse_queue(str(queue), bdp_bytes or 0.0, mtu)
+
+
+def queue_arg(queue, bdp_bytes: float | None = None, mtu: int = 1500) -> str:
+    """The `queue` option's argument: slots as a bare number, sizes in the documented Kbytes
+    (K is 1024 in ipfw's parser), rounded up so the queue is never smaller than asked:
+    '6MB' = 6000000 B -> '5860Kbytes' (6000640 B)."""
+    kind, n = queue_size(queue, bdp_bytes, mtu)
+    return str(n) if kind == "slots" else f"{math.ceil(n / 1024)}Kbytes"
+
+
+def queue_bytes_configured(queue, bdp_bytes: float | None = None, mtu: int = 1500) -> int | None:
+    """What the kernel will hold, in bytes (None for a queue in slots)."""
+    kind, n = queue_size(queue, bdp_bytes, mtu)
+    return None if kind == "slots" else math.ceil(n / 1024) * 1024
+
+
+def pipe_plan(pipe_id: int, bw_mbps: float, delay_ms: float, queue) -> list[list[str]]:
+    """One pipe: `ipfw pipe N config bw B delay D queue Q` (a FIFO link of rate B, one-way delay D)."""
+    if not 1 <= pipe_id <= MAX_PIPE:
+        raise ValueError(f"pipe numbers are 1..{MAX_PIPE}")
+    return [["ipfw", "pipe", str(pipe_id), "config", "bw", bw_arg(bw_mbps),
+             "delay", str(_whole_ms(delay_ms)), "queue", queue_arg(queue)]]
+
+
+def rule_argv(rule: int, pipe_id: int, out_if: str) -> list[str]:
+    """Send what leaves through out_if into the pipe: `out xmit IF` matches once, on output only."""
+    if not 1 <= rule <= MAX_RULE:
+        raise ValueError(f"rule numbers are 1..{MAX_RULE} (65535 is the default rule)")
+    if not re.match(r"^[A-Za-z0-9_.]{1,15}$", out_if):
+        raise ValueError(f"{out_if!r} is not an interface name")
+    return ["ipfw", "-q", "add", str(rule), "pipe", str(pipe_id), "ip", "from", "any", "to", "any",
+            "out", "xmit", out_if]
+
+
+def split_rtt(rtt_ms: float) -> tuple[int, int]:
+    """(forward, reverse) one-way delays in whole ms that add up to the RTT exactly; an odd RTT
+    puts the extra millisecond on the forward (data) direction."""
+    total = _whole_ms(rtt_ms)
+    return (total + 1) // 2, total // 2
+
+
+def router_plan(in_if: str, out_if: str, bw_mbps: float, rtt_ms: float, queue,
+                first_rule: int = FIRST_RULE, first_pipe: int = FIRST_PIPE, mtu: int = 1500) -> list[list[str]]:
+    """The whole emulated bottleneck on one router, as in ipfw(8)'s bidirectional-link example:
+    pipe first_pipe carries data leaving through out_if (towards the receivers) and pipe
+    first_pipe+1 what leaves through in_if (ACKs back to the senders); each has the rate, the
+    queue and half the RTT. Pipes are configured before the rules that use them, so no packet is
+    ever sent to a pipe that does not exist yet. In a two-router dumbbell where each router
+    shapes only its own WAN egress, use egress_plan on each instead."""
+    if in_if == out_if:
+        raise ValueError("in_if and out_if must differ")
+    bdp = bw_mbps * 1e6 / 8 * rtt_ms / 1e3
+    q = _resolved(queue, bdp, mtu)
+    fwd, rev = split_rtt(rtt_ms)
+    return [*pipe_plan(first_pipe, bw_mbps, fwd, q),
+            *pipe_plan(first_pipe + 1, bw_mbps, rev, q),
+            rule_argv(first_rule, first_pipe, out_if),
+            rule_argv(first_rule + 1, first_pipe + 1, in_if)]
+
+
+def egress_plan(out_if: str, bw_mbps: float, delay_ms: float, queue, rule: int = FIRST_RULE,
+                pipe_id: int = FIRST_PIPE, bdp_bytes: float | None = None, mtu: int = 1500) -> list[list[str]]:
+    """One direction: what leaves through out_if gets rate, queue and delay_ms (half the RTT)."""
+    q = _resolved(queue, bdp_bytes, mtu)
+    return [*pipe_plan(pipe_id, bw_mbps, delay_ms, q), rule_argv(rule, pipe_id, out_if)]
+
+
+def _resolved(queue, bdp_bytes, mtu):
+    """Sizes become whole bytes here (pipe_plan cannot know the BDP); slots stay slots."""
+    kind, n = queue_size(queue, bdp_bytes, mtu)
+    return n if kind == "slots" else f"{n}B"
+
+
+def teardown_plan(first_rule: int = FIRST_RULE, first_pipe: int = FIRST_PIPE, count: int = 2) -> list[list[str]]:
+    """Delete exactly the rules, then the pipes, that router_plan (count=2) or egress_plan
+    (count=1) made: rules first, so no packet is sent to a pipe that is gone."""
+    rules = [str(first_rule + i) for i in range(count)]
+    pipes = [str(first_pipe + i) for i in range(count)]
+    return [["ipfw", "-q", "delete", *rules], ["ipfw", "pipe", "delete", *pipes]]
+
+
+def sysctl_plan(queue, bdp_bytes: float | None = None, mtu: int = 1500) -> list[list[str]]:
+    """What the router's kernel must allow for this plan (ipfw(8) SYSCTL VARIABLES):
+    raise pipe_byte_limit / pipe_slot_limit when the queue exceeds their defaults (a 6 MB queue is
+    refused with the default 1 MB limit); forward IPv4; one_pass=1 so a packet leaving a pipe
+    leaves the firewall too; io_fast=0 keeps dummynet's "normal" mode, where every packet goes
+    through the scheduler and so sees the configured rate and delay."""
+    kind, n = queue_size(queue, bdp_bytes, mtu)
+    plan = [["sysctl", "net.inet.ip.forwarding=1"],
+            ["sysctl", "net.inet.ip.fw.one_pass=1"],
+            ["sysctl", "net.inet.ip.dummynet.io_fast=0"]]
+    if kind == "bytes" and math.ceil(n / 1024) * 1024 > BYTE_LIMIT_DEFAULT:
+        plan.append(["sysctl", f"net.inet.ip.dummynet.pipe_byte_limit={math.ceil(n / 1024) * 1024}"])
+    if kind == "slots" and n > SLOT_LIMIT_DEFAULT:
+        plan.append(["sysctl", f"net.inet.ip.dummynet.pipe_slot_limit={n}"])
+    return plan
+
+
+def check_plan() -> list[list[str]]:
+    """Read-only: the clock tick (1000 wanted for 1 ms delays) and dummynet's presence (the OID
+    exists only with dummynet loaded, so this fails on a router without it)."""
+    return [["sysctl", "-n", "kern.hz"], ["sysctl", "-n", "net.inet.ip.dummynet.pipe_byte_limit"]]
+
+
+def hz_problem(kern_hz: str) -> str | None:
+    """Why this router's clock cannot give the delays asked for, or None."""
+    hz = int(kern_hz.strip())
+    if hz < 1000:
+        return (f"kern.hz = {hz}: dummynet delays are rounded to {1000 / hz:g} ms ticks; "
+                "set kern.hz=1000 in /boot/loader.conf")
+    return None

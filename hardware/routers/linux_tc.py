@@ -1,0 +1,70 @@
+"""Router shaping plans for Linux: pure functions from the bottleneck's settings to tc argv lists.
+
+The forward direction (R1 -> R2) gets the configured rate, a byte-limited FIFO of the configured
+size and half the RTT; the reverse direction gets the same rate and the other half of the RTT.
+With netem the delay is a netem root qdisc with the rate limiter as its child (the arrangement
+the netem documentation gives for delay plus rate); without netem the delay comes from the
+userspace delay line on NFQUEUE (hardware/delayline/helper.py) and tc only limits rate and queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GSO_MAX = 65536 + 1514
+BURST_S = 0.010
+
+
+@dataclass(frozen=True)
+class DirectionShape:
+    ifname: str
+    rate_mbps: float
+    queue_bytes: int
+    delay_ms: float
+    mtu: int
+
+
+def tbf_burst(rate_mbps: float, mtu: int) -> int:
+    """Bucket size: at least one GSO super-packet (tbf would otherwise split or drop them) and
+    BURST_S worth of tokens, so a late qdisc timer (this VM's timers wake tens of ms late under
+    load) can catch up instead of losing link time: 1 ms of tokens measured 430-495 Mb/s of a
+    500 Mb/s bottleneck under load, 10 ms measured 486-500 Mb/s (bench/RESULTS.md)."""
+    return max(GSO_MAX, mtu * 4, int(rate_mbps * 1e6 / 8 * BURST_S))
+
+
+def _tbf(ifname: str, parent: list[str], handle: str, rate_mbps: float, limit: int, mtu: int) -> list[str]:
+    return ["tc", "qdisc", "add", "dev", ifname, *parent, "handle", handle, "tbf",
+            "rate", f"{rate_mbps:g}mbit", "burst", str(tbf_burst(rate_mbps, mtu)), "limit", str(limit)]
+
+
+def netem_limit_packets(shape: DirectionShape) -> int:
+    """netem's own queue only holds packets in flight on the 'wire' (rate x delay) and must never
+    be the drop point: size it for the whole delay at line rate in minimum-size packets, x2."""
+    pps = shape.rate_mbps * 1e6 / 8 / 64
+    return max(1000, int(pps * shape.delay_ms / 1e3 * 2))
+
+
+def direction_plan(shape: DirectionShape, use_netem: bool) -> list[list[str]]:
+    if use_netem and shape.delay_ms > 0:
+        return [
+            ["tc", "qdisc", "add", "dev", shape.ifname, "root", "handle", "1:", "netem",
+             "delay", f"{shape.delay_ms:g}ms", "limit", str(netem_limit_packets(shape))],
+            _tbf(shape.ifname, ["parent", "1:1"], "10:", shape.rate_mbps, shape.queue_bytes, shape.mtu),
+        ]
+    return [_tbf(shape.ifname, ["root"], "1:", shape.rate_mbps, shape.queue_bytes, shape.mtu)]
+
+
+ACCESS_QUEUE_MIN = 8 * 2**20
+
+
+def access_plan(ifname: str, rate_mbps: float, mtu: int) -> list[list[str]]:
+    """An access link at line rate. A real NIC pushes back on the sender (TCP small queues,
+    a stopped queue) instead of dropping; a tbf on the sender's own interface drops instead, which
+    TCP takes for congestion. So its queue is deep enough (1000 packets, 20 ms at rate, at least
+    8 MB) never to be where the experiment's drops happen: those belong to the bottleneck."""
+    limit = max(1000 * mtu, int(rate_mbps * 1e6 / 8 * 0.020), ACCESS_QUEUE_MIN)
+    return [_tbf(ifname, ["root"], "1:", rate_mbps, limit, mtu)]
+
+
+def teardown_plan(ifname: str) -> list[list[str]]:
+    return [["tc", "qdisc", "del", "dev", ifname, "root"]]
