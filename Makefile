@@ -10,7 +10,7 @@ DEBSTAMP  := build/.debian-packages
 CONFIG    ?= config.toml
 PYTEST_ARGS ?=
 
-.PHONY: all setup deps venv helpers image run vm-run test check clean-lab bench distclean
+.PHONY: all setup deps venv helpers image run vm-run test lint check clean-lab bench distclean
 
 all: setup
 
@@ -55,8 +55,18 @@ vm-run: image
 check: setup
 	$(VENV)/bin/longhaul check --config $(CONFIG)
 
-test: setup image
+test: setup lint image
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+# The layer contracts (pyproject's [tool.importlinter]) and ruff. import-linter reads a package
+# from one directory tree, so the mapped folders are gathered into build/lint/longhaul first.
+PACKAGE_DIRS := appliance hardware drivers collectors reports
+lint: venv
+	rm -rf build/lint && mkdir -p build/lint/longhaul
+	cp -r package/. build/lint/longhaul/
+	for d in $(PACKAGE_DIRS); do cp -r $$d build/lint/longhaul/$$d; done
+	cd build/lint && PYTHONPATH=. $(abspath $(VENV))/bin/lint-imports --config $(abspath pyproject.toml)
+	$(VENV)/bin/ruff check .
 
 bench: setup
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[bench]'

@@ -81,8 +81,8 @@ def generate(root: Path) -> Path:
 
 def phase_times(csv_path: Path) -> dict:
     """The same analysis again, step by step, to show where the time goes."""
-    from longhaul.collectors.studies.throughput_profile.dynamics import analyse_traces
     from longhaul.collectors.studies.throughput_profile.analysis import build_profiles, capacity_of, load_trials
+    from longhaul.collectors.studies.throughput_profile.dynamics import analyse_traces
     from longhaul.collectors.studies.throughput_profile.transition_rtt import fit_profiles
 
     out, t = {}, time.perf_counter()

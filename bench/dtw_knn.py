@@ -31,8 +31,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from longhaul.collectors.studies.ops import dtw_knn
 from longhaul.collectors.studies.ops import dataset as ops_dataset
+from longhaul.collectors.studies.ops import dtw_knn
 
 OUT = HERE / "RESULTS-ops.md"
 WS, KS, RADIUS, FOLDS, SEED = (10, 30), (1, 3), 10, 5, 0
@@ -43,8 +43,9 @@ def _windows(args):
         data = ops_dataset.load(Path(args.dataset))
         name = f"recorded dataset {Path(args.dataset).name}"
     else:
-        import ops_synthetic
         import tempfile
+
+        import ops_synthetic
 
         path = ops_synthetic.write(Path(tempfile.mkdtemp(prefix="lh-bench-ops-")) / "synthetic.csv",
                                    minutes=args.minutes, seed=SEED, probings=(args.probing,))

@@ -16,15 +16,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from longhaul.hardware.backends.netns import leftovers
 from longhaul.collectors.live.rtt_probe import RttProbe
 from longhaul.collectors.live.socket_sampler import SocketSampler
 from longhaul.drivers import iperf3
-from longhaul.hardware.delayline import helper as delayline
-from longhaul.hardware.cleanup import CleanupStack
-from longhaul.hardware.executors.process import ProcessTable, wait_until
+from longhaul.hardware.backends.base import LinkSettings
+from longhaul.hardware.backends.netns import leftovers
 from longhaul.hardware.backends.netns.features import detect
-from longhaul.hardware.backends.netns.lab import LinkSettings, NetnsLab
+from longhaul.hardware.backends.netns.lab import NetnsLab
+from longhaul.hardware.cleanup import CleanupStack
+from longhaul.hardware.delayline import helper as delayline
+from longhaul.hardware.executors.process import ProcessTable, wait_until
 from longhaul.hardware.topology import dumbbell
 
 PAIRS, PER_PAIR, WINDOW_S = 8, 2, 20.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
 from longhaul.core.paths import BUILD_LIB
 
 LIBRARY_NAME = "liblonghaul_ccashim.so"

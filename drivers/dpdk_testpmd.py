@@ -37,9 +37,9 @@ import re
 import shlex
 import sys
 
-from longhaul.drivers.tool import FlowRules, ServerSpec
 from longhaul.drivers.jsonlines import json_lines
 from longhaul.drivers.result import Interval, Result
+from longhaul.drivers.tool import FlowRules, ServerSpec
 
 EXECUTABLE = "dpdk-testpmd"
 DEFAULT_FRAME = 1514

@@ -90,13 +90,6 @@ def parse(text: str) -> Result:
     )
 
 
-def parse_version(text: str) -> str:
-    """`iperf3 --version` -> '3.12'."""
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    parts = first.split()
-    return parts[1] if len(parts) > 1 and parts[0] == "iperf" else first
-
-
 class Iperf3:
     """drivers.tool.Tool for iperf3: long-lived --json servers a flow's bursts rotate over; the
     client's --get-server-output carries the receiver's per-second view, so the server's own

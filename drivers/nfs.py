@@ -27,10 +27,10 @@ from __future__ import annotations
 import math
 import sys
 
-from longhaul.drivers.tool import FlowRules, ServerSpec
 from longhaul.drivers.jsonlines import json_lines
 from longhaul.drivers.nfs_server import READY_LINE, paths
 from longhaul.drivers.result import Interval, Result
+from longhaul.drivers.tool import FlowRules, ServerSpec
 
 DEFAULT_FILE_BYTES = 1_000_000_000
 # NFSv3 needs a MOUNT port beside the NFS port; a flow owns ports base..base+9 (appliance/run/trial.py)

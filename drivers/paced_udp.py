@@ -14,9 +14,9 @@ import math
 import os
 import pathlib
 
-from longhaul.drivers.tool import FlowRules, ServerSpec, listening
-from longhaul.drivers.result import Interval, Result
 from longhaul.core.paths import BUILD_BIN
+from longhaul.drivers.result import Interval, Result
+from longhaul.drivers.tool import FlowRules, ServerSpec, listening
 
 BINARY_NAME = "longhaul-pacedudp"
 DEFAULT_PAYLOAD = 1472          # UDP payload filling a 1500-byte MTU over IPv4

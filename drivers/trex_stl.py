@@ -27,13 +27,12 @@ import json
 import math
 import shlex
 from dataclasses import dataclass
-
-from longhaul.drivers.tool import FlowRules
-from longhaul.drivers.patterns import bursts
 from pathlib import PurePosixPath
 
 from longhaul.drivers.jsonlines import json_lines
+from longhaul.drivers.patterns import bursts
 from longhaul.drivers.result import Interval, Result
+from longhaul.drivers.tool import FlowRules
 
 API_SUBDIR = "automation/trex_control_plane/interactive"
 RPC_PORT = 4501          # TRex's synchronous JSON-RPC port: the server is up once it listens

@@ -14,10 +14,10 @@ import math
 import os
 from pathlib import Path
 
-from longhaul.drivers.tool import FlowRules, ServerSpec, listening
+from longhaul.core.paths import BUILD_BIN
 from longhaul.drivers.jsonlines import json_lines
 from longhaul.drivers.result import Interval, Result
-from longhaul.core.paths import BUILD_BIN
+from longhaul.drivers.tool import FlowRules, ServerSpec, listening
 
 BINARY_NAME = "longhaul-udtperf"
 

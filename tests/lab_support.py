@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+
 def lab_skip_reason() -> str | None:
     if os.environ.get("LONGHAUL_LAB_TESTS") == "0":     # a developer's quick run of the middle
         return "LONGHAUL_LAB_TESTS=0"

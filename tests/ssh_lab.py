@@ -57,7 +57,7 @@ class Lab:
             wait_until(lambda: not self.leftovers(self.ns_b) and not self.leftovers(self.ns_a), timeout,
                        interval=0.1, what="remote leftovers to go")
         except TimeoutError:
-            raise AssertionError(f"left behind: b={self.leftovers(self.ns_b)} a={self.leftovers(self.ns_a)}")
+            raise AssertionError(f"left behind: b={self.leftovers(self.ns_b)} a={self.leftovers(self.ns_a)}") from None
 
     def remote_has(self, text: str) -> bool:
         return any(text in line for line in self.leftovers(self.ns_b))

@@ -3,6 +3,7 @@ printed reference data (collectors/studies/stiff_udp/reference.py)."""
 from __future__ import annotations
 
 import pytest
+
 from longhaul.collectors.studies.stiff_udp import appropriation as ap
 from longhaul.collectors.studies.stiff_udp import reference as ref
 

@@ -9,9 +9,9 @@ import pytest
 
 from longhaul.appliance.cli import app as cli
 from longhaul.appliance.config.load import load_config
-from longhaul.core.errors import ConfigError
 from longhaul.appliance.config.profiles import load_profile
 from longhaul.appliance.config.schema import Topology
+from longhaul.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 AVAILABLE = ", ".join(sorted(p.stem for p in (REPO / "profiles").glob("*.toml")))
@@ -361,7 +361,7 @@ def test_cli_check_bad_profile_exits_2(tmp_path, capsys, monkeypatch):
     write(tmp_path / "profiles", text, "mine")
     config = write(tmp_path, '[run]\nprofiles = ["mine"]\n', "config")
     assert cli.main(["check", "--config", str(config)]) == 2
-    assert f"mine.toml:5: topology.pairs = 17" in capsys.readouterr().err
+    assert "mine.toml:5: topology.pairs = 17" in capsys.readouterr().err
 
 
 def test_ssh_backend_with_an_inventory(tmp_path):
@@ -370,7 +370,7 @@ def test_ssh_backend_with_an_inventory(tmp_path):
     (tmp_path / "lab.toml").write_text((REPO / "hardware" / "example-inventory.toml").read_text())
     path = write(tmp_path, edit('"netns"', '"ssh"\ninventory = "lab.toml"', CONFIG), "config")
     config = load_config(path)
-    assert config.data.lab.backend == "ssh" and config.inventory_path == tmp_path / "lab.toml"
+    assert config.backend.name == "ssh" and config.lab.inventory_path == tmp_path / "lab.toml"
     (tmp_path / "hardware").mkdir()
     (tmp_path / "hardware" / "mylab.toml").write_text("[inventory]\nname = 'x'\n")
     path = write(tmp_path, edit('"netns"', '"ssh"\ninventory = "mylab"', CONFIG), "config")
@@ -385,5 +385,5 @@ def test_qemu_backend_with_an_image_directory(tmp_path):
         (tmp_path / "img" / name).write_text("{}")
     path = write(tmp_path, edit('"netns"', '"qemu"\n[lab.qemu]\nimage = "img"\naccel = "tcg"', CONFIG), "config")
     config = load_config(path)
-    assert config.data.lab.backend == "qemu" and config.image_dir == tmp_path / "img"
-    assert config.data.lab.qemu.accel == "tcg" and config.inventory_path is None
+    assert config.backend.name == "qemu" and config.lab.image_dir == tmp_path / "img"
+    assert config.lab.section.accel == "tcg"

@@ -25,13 +25,15 @@ import time
 from pathlib import Path, PurePosixPath
 
 import pytest
-from longhaul.drivers.agents import ifrate
+from netns_wiring import routed as routed_lab
+from netns_wiring import veth_pair
+
 from longhaul.drivers import dpdk_testpmd as dp
+from longhaul.drivers.agents import ifrate
 from longhaul.drivers.tool import BurstSpec
 from longhaul.hardware.executors.process import NetnsExecutor, ProcessTable, wait_until
 
 from .lab_support import requires_lab
-from netns_wiring import routed as routed_lab, veth_pair
 
 DATA = Path(__file__).parent / "data" / "dpdk"
 OPTS = {"iface": "a0", "dst_mac": "aa:bb:cc:dd:ee:01", "src_ip": "10.234.1.1", "dst_ip": "10.234.2.1",

@@ -101,11 +101,6 @@ def test_iperf3_parse_garbage(text):
         iperf3.parse(text)
 
 
-def test_iperf3_parse_version():
-    assert iperf3.parse_version("iperf 3.12 (cJSON 1.7.15)\nLinux vm 6.18\n") == "3.12"
-    assert iperf3.parse_version("") == ""
-
-
 def test_server_argv():
     assert iperf3.server_argv(5201) == ["iperf3", "-s", "-p", "5201", "--json", "-i", "1"]
     assert iperf3.server_argv(5202, bind="10.2.1.2")[-2:] == ["-B", "10.2.1.2"]

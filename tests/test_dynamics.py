@@ -6,10 +6,16 @@ import math
 import numpy as np
 import pytest
 
-from longhaul.collectors.studies.throughput_profile.dynamics import (lyapunov_exponent, neighbour_exponents, poincare,
-                                          successive_exponents, summarise, throughput_vs_exponent,
-                                          trace_dynamics)
 from longhaul.collectors.studies.throughput_profile.analysis import Trace, Trial
+from longhaul.collectors.studies.throughput_profile.dynamics import (
+    lyapunov_exponent,
+    neighbour_exponents,
+    poincare,
+    successive_exponents,
+    summarise,
+    throughput_vs_exponent,
+    trace_dynamics,
+)
 
 LOGISTIC_TOLERANCE = 0.01  # stated tolerance for ln 2 from a 2,000-point orbit of the logistic map
 

@@ -1,8 +1,8 @@
 """Per-flow sRTT and retransmissions over time from tcpinfo.csv (seed 004's network view)."""
 import csv
 
-from longhaul.reports import plots
 from longhaul.collectors.store.reader import load_trial_series
+from longhaul.reports import plots
 
 COLUMNS = ["t_s", "flow", "src", "sport", "dst", "dport", "cwnd", "bytes_in_flight", "srtt_ms", "rttvar_ms",
            "retrans_total", "delivery_rate_mbps", "bytes_acked"]

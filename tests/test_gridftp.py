@@ -24,11 +24,12 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 from lab_support import requires_lab
+from netns_wiring import routed
+
 from longhaul.collectors.live.socket_sampler import parse_probe_line
 from longhaul.drivers import gridftp
 from longhaul.drivers.gridftp import GridFTP, parse
 from longhaul.drivers.tool import BurstSpec, listening
-from netns_wiring import routed
 
 DATA = Path(__file__).parent / "data" / "gridftp"
 

@@ -20,18 +20,6 @@ from pathlib import Path
 
 import pytest
 from lab_support import lab_skip_reason as netns_skip_reason
-from longhaul.hardware.delayline import helper as delayline
-from longhaul.hardware.executors.process import wait_until
-from longhaul.hardware.backends.ssh.lab import (
-    HostFacts,
-    HostsFeatures,
-    HostsLab,
-    delay_settings,
-    hosts_plan,
-    inventory_dumbbell,
-)
-from longhaul.hardware.backends.ssh.inventory import load_inventory
-from longhaul.hardware.backends.netns.lab import LinkSettings
 from ssh_lab import (
     ensure_privsep,
     host_leftovers,
@@ -42,6 +30,19 @@ from ssh_lab import (
     start_sshd,
     stop_sshd,
 )
+
+from longhaul.hardware.backends.base import LinkSettings
+from longhaul.hardware.backends.ssh.inventory import load_inventory
+from longhaul.hardware.backends.ssh.lab import (
+    HostFacts,
+    HostsFeatures,
+    HostsLab,
+    delay_settings,
+    hosts_plan,
+    inventory_dumbbell,
+)
+from longhaul.hardware.delayline import helper as delayline
+from longhaul.hardware.executors.process import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "hardware" / "example-inventory.toml"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from longhaul.appliance.image import build, firstboot
+from longhaul.core.paths import REPO
 from longhaul.hardware.backends.qemu import fleet as qf
 from longhaul.hardware.backends.ssh.inventory import load_inventory
 
@@ -152,7 +153,7 @@ def test_controller_install_paths_map_to_the_hosts_longhaul_root(tmp_path):
     from longhaul.hardware.executors.process import ProcessTable
     from longhaul.hardware.executors.ssh import map_paths
 
-    here = str(Path(qf.__file__).resolve().parent.parent)
+    here = str(REPO)
     pm = ((f"{here}/.venv/", "/opt/longhaul/.venv/"), (f"{here}/build/", "/opt/longhaul/build/"))
     argv = [f"{here}/.venv/bin/python", "-m", "x", f"LD_PRELOAD={here}/build/lib/liblonghaul_ccashim.so",
             f"{here}/runs/r1/out.json", "--period=0.1", "iperf3"]

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from longhaul.core.errors import ConfigError
-from longhaul.hardware.executors.process import ProcessTable
 from longhaul.hardware.backends.ssh.inventory import inventory_path, load_inventory
+from longhaul.hardware.executors.process import ProcessTable
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "hardware" / "example-inventory.toml"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from longhaul.appliance.run.jobs import PlannedCell, schedule
 from longhaul.appliance.config.profiles import load_profile
+from longhaul.appliance.run.jobs import PlannedCell, schedule
 
 PROFILE = """
 [profile]

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from lab_support import our_namespaces, our_netns_etc, requires_lab, write_lab_config
 
 pytestmark = [pytest.mark.lab, requires_lab]

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from lab_support import our_namespaces, requires_lab, write_lab_config
 
 pytestmark = [pytest.mark.lab, requires_lab]

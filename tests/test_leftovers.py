@@ -5,11 +5,11 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from lab_support import requires_lab
+
 from longhaul.hardware.backends.netns import leftovers
-from longhaul.hardware.executors.process import wait_until
 from longhaul.hardware.backends.netns.lab import NETNS_ETC, namespace_pids
+from longhaul.hardware.executors.process import wait_until
 
 pytestmark = [pytest.mark.lab, requires_lab]
 

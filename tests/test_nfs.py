@@ -24,9 +24,10 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 from lab_support import requires_lab
+from netns_wiring import veth_pair
+
 from longhaul.drivers import ccashim, nfs, nfs_client, nfs_server
 from longhaul.drivers.tool import BurstSpec
-from netns_wiring import veth_pair
 
 DATA = Path(__file__).resolve().parent / "data" / "nfs"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import ops_synthetic
 import pytest
 
-import ops_synthetic
 from longhaul.appliance.cli.app import main
 from longhaul.collectors.studies.ops import classify as oc
 from longhaul.collectors.studies.ops import dataset as ops_dataset

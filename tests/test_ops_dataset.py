@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import ops_synthetic
 import pytest
 
-import ops_synthetic
 from longhaul.collectors.studies.ops import dataset as ds
 
 

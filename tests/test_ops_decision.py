@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from longhaul.core.errors import ConfigError
 from longhaul.collectors.studies.ops import dataset as ops_dataset
 from longhaul.collectors.studies.ops import decision as ops_decision
+from longhaul.core.errors import ConfigError
 
 
 def test_shipped_file_is_figure_12():
@@ -70,5 +70,4 @@ def test_round_trip_through_dict():
 
 
 def test_names_the_ops_run_command_uses():
-    assert ops_decision.load_decision is ops_decision.load
     assert ops_decision.default().cca_for("bbr2") == "bbr"

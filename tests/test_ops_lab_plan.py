@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.core.errors import ConfigError
 from longhaul.appliance.ops.lab import ActiveStep, active_plan, load_ops_lab
+from longhaul.core.errors import ConfigError
 
 LAB_TOML = Path(__file__).resolve().parent.parent / "profiles" / "ops" / "lab.toml"
 

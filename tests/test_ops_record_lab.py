@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from lab_support import lab_skip_reason, our_namespaces, requires_lab
+
 from longhaul.collectors.studies.ops import dataset as ops_dataset
 
 LAB = """

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from longhaul.appliance.ops import experiments as ox
+from longhaul.collectors.live.rtt_probe import RttSample
 from longhaul.core.errors import RunError
 from longhaul.core.units import parse_size
-from longhaul.collectors.live.rtt_probe import RttSample
 from longhaul.drivers.result import Result
 
 

@@ -19,12 +19,12 @@ import subprocess
 import time
 
 import pytest
+from lab_support import requires_lab
+from netns_wiring import veth_pair
 
 from longhaul.collectors.live.host_cpu import StealMeter
 from longhaul.drivers import paced_udp
 from longhaul.drivers.tool import BurstSpec, Shape
-from lab_support import requires_lab
-from netns_wiring import veth_pair
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "pacedudp"

@@ -3,12 +3,20 @@ from __future__ import annotations
 
 import pytest
 
-from longhaul.drivers.patterns import bursts, on_seconds, span
 from longhaul.appliance.config.schema import Flow
+from longhaul.drivers.patterns import bursts, on_seconds, span
+from longhaul.hardware.backends.base import LinkSettings, bottleneck_shapes
 from longhaul.hardware.backends.netns.features import Features
-from longhaul.hardware.backends.netns.lab import LinkSettings, bottleneck_shapes, lab_plan
-from longhaul.hardware.routers.linux_tc import (BURST_S, GSO_MAX, DirectionShape, access_plan, direction_plan,
-                                       netem_limit_packets, tbf_burst, teardown_plan)
+from longhaul.hardware.backends.netns.lab import lab_plan
+from longhaul.hardware.routers.linux_tc import (
+    BURST_S,
+    GSO_MAX,
+    DirectionShape,
+    access_plan,
+    direction_plan,
+    netem_limit_packets,
+    tbf_burst,
+)
 from longhaul.hardware.topology import dumbbell, netns_name
 from longhaul.hardware.tuning import buffer_limit, host_sysctls, router_sysctls, sysctl_argv
 
@@ -139,12 +147,6 @@ def test_access_plan(rate, expected_limit):
     assert argv[argv.index("rate") + 1] == f"{rate}mbit"
     assert int(argv[argv.index("limit") + 1]) == expected_limit
 
-
-def test_teardown_plan():
-    assert teardown_plan("wan") == [["tc", "qdisc", "del", "dev", "wan", "root"]]
-
-
-# ------------------------------------------------------------------------------------------ tuning
 
 @pytest.mark.parametrize("buffer, limit", [("default", None), ("normal", 256 * 2**20), ("large", 2**30),
                                            (8_388_608, 8_388_608)])

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from lab_support import PATIENT_VERIFY, write_lab_config
 
 REPO = Path(__file__).resolve().parent.parent

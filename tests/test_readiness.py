@@ -20,14 +20,16 @@ from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
+from rich.console import Console
+from ssh_lab import lab_skip_reason, ssh_lab
 
-from longhaul.appliance.cli import check_inventory as ci
+from longhaul.appliance.run.preflight import needs_of
 from longhaul.core.errors import ConfigError
+from longhaul.hardware.backends.ssh import check as ci
 from longhaul.hardware.backends.ssh import readiness as r
 from longhaul.hardware.backends.ssh.host_checks import CONNECT_TIMEOUT_S
-from longhaul.hardware.executors.process import Completed, NetnsExecutor, ProcessTable
 from longhaul.hardware.backends.ssh.inventory import load_inventory
-from ssh_lab import lab_skip_reason, ssh_lab
+from longhaul.hardware.executors.process import Completed, NetnsExecutor, ProcessTable
 
 DATA = Path(__file__).parent / "data" / "readiness"
 REPO = Path(__file__).resolve().parent.parent
@@ -78,10 +80,10 @@ def test_checks_follow_role_and_os_and_never_interpolate_names():
 
 def test_what_the_profiles_need():
     from longhaul.appliance.config.load import load_config
-    assert ci.wants_from_config(None) == r.Wants()
-    wants = ci.wants_from_config(load_config(REPO / "config.toml", ["cubic-vs-bbr"]))
+    assert ci.wants(None) == r.Wants()
+    wants = ci.wants(needs_of(load_config(REPO / "config.toml", ["cubic-vs-bbr"])))
     assert wants == r.Wants(("iperf3",), ("cubic", "bbr"))
-    wants = ci.wants_from_config(load_config(REPO / "config.toml", ["nfs-shared"]))
+    wants = ci.wants(needs_of(load_config(REPO / "config.toml", ["nfs-shared"])))
     assert {"ganesha.nfsd", "nfs-cp", "iperf3", "globus-url-copy"} <= set(wants.tools) and wants.ccas == ("cubic",)
 
 
@@ -235,7 +237,7 @@ def test_verdict_allows_warnings_only():
 
 def test_an_invalid_inventory_is_a_config_error_exit_2(tmp_path):
     with pytest.raises(ConfigError):
-        ci.check_inventory(tmp_path / "nope.toml", None)
+        ci.check_inventory(tmp_path / "nope.toml", None, Console())
     bad = tmp_path / "bad.toml"
     bad.write_text('[inventory]\nname = "x"\nknown_hosts = "kh"\n[[hosts]]\nname = "S1"\nrole = "nobody"\n'
                    'management = "10.0.0.1"\n')
@@ -325,7 +327,6 @@ def test_failures_are_named_and_unreachable_hosts_fail_fast(lab):
     rows = ci.run_checks(load_inventory(inv_path), None, via=via)
     took = time.monotonic() - t0
     got = rows_by(rows)
-    from rich.console import Console
     Console(width=200, file=sys.stderr).print(ci.table(rows, "broken lab"))
     assert took < CONNECT_TIMEOUT_S + 15, took                  # hosts in parallel, short connect timeout
     assert got[("S1", "host key")][0] == "ok" and got[("S1", "os")][0] == "ok"
@@ -349,6 +350,6 @@ def test_missing_tools_and_exit_1(lab, capsys):
     rows = ci.check_host(inv, inv.host("S1"), r.Wants(tools=("iperf3", "longhaul-no-such-tool")), via=via)
     assert rows_by(rows)[("S1", "tools")] == ("fail", "missing: longhaul-no-such-tool")
     broken = write_inventory(lab, lab.tmp / "r1.toml", host_toml("R1", "router", 2224, lab.host_ip))
-    assert ci.check_inventory(broken, None, via=via) == 1
+    assert ci.check_inventory(broken, None, Console(), via=via) == 1
     assert "NOT ready" in capsys.readouterr().out
     lab.assert_clean()

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 import pytest
-
 from lab_support import requires_lab, scratch_namespace
+
 from longhaul.collectors.live.rtt_probe import RttProbe
 from longhaul.drivers import fping
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from lab_support import requires_lab, scratch_namespace
+
 from longhaul.collectors.live.shaper_meter import ShaperMeter, parse_samples
 from longhaul.hardware.executors.process import NetnsExecutor, ProcessTable, wait_until
 

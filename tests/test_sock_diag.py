@@ -6,8 +6,8 @@ import json
 import socket
 import struct
 
-from longhaul.drivers.agents import sock_diag
 from longhaul.collectors.live.socket_sampler import parse_probe_line
+from longhaul.drivers.agents import sock_diag
 
 
 def _tcp_info(**fields) -> bytes:

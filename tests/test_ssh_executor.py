@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
+from ssh_lab import lab_skip_reason, ssh_lab
 
 from longhaul.hardware.executors.process import CommandError, NetnsExecutor, ProcessTable
 from longhaul.hardware.executors.ssh import MARKER, SshExecutor, remote_command, run_parallel
-from ssh_lab import lab_skip_reason, ssh_lab
 
 TRICKY = ["a b", "it's", 'say "hi"', "$HOME", "${PATH}", "a;b", "x && y", "`id`", "$(id)", "*", "",
           "back\\slash", "tab\there", "new\nline", "--", "-n", "%s", "é ü", "!", "~", "'", '"']

@@ -5,8 +5,9 @@ import math
 
 import numpy as np
 import pytest
-from longhaul.collectors.studies.stiff_udp import reference as ref
+
 from longhaul.collectors.studies.stiff_udp import analysis as su
+from longhaul.collectors.studies.stiff_udp import reference as ref
 
 TAU, M, PERIOD, I = ref.DURATION_S, ref.LINK_MBPS, ref.PERIOD_S, ref.IMPLIED_ICMP_MBPS
 LO_HI = {"TABLE I": ref.UDP_RANGES_MBPS["UDP:1-10"], "TABLE II": ref.UDP_RANGES_MBPS["UDP:50-80"]}

@@ -5,8 +5,12 @@ import numpy as np
 import pytest
 
 from longhaul.collectors.studies.throughput_profile.analysis import Config, Profile
-from longhaul.collectors.studies.throughput_profile.transition_rtt import (fit_profiles, fit_transition, flipped_sigmoid,
-                                                scale_profile)
+from longhaul.collectors.studies.throughput_profile.transition_rtt import (
+    fit_profiles,
+    fit_transition,
+    flipped_sigmoid,
+    scale_profile,
+)
 
 PAPER_RTTS = np.array([0.4, 11.8, 22.6, 45.6, 91.6, 183.0, 366.0])
 CAPACITY = 10_000.0

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
 
 import pytest
+
 from longhaul.drivers import trex_stl as ts
 from longhaul.drivers.tool import BurstSpec
 

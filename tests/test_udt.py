@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 from lab_support import requires_lab
+from netns_wiring import routed
+
 from longhaul.drivers import udt
 from longhaul.drivers.tool import BurstSpec, Shape
-from netns_wiring import routed
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "udt"

@@ -132,7 +132,7 @@ def advise(source: Path, rtt_ms: float, traces: Path | None = None, **filters):
 
 def measure_rtt(host: str) -> float:
     """Section 5.1 step 1: the RTT to the destination, from this machine (fping bursts)."""
-    from longhaul.collectors.live.rtt_probe import idle_rtt
+    from longhaul.hardware.path_rtt import idle_rtt
     from longhaul.hardware.executors.process import LocalExecutor, ProcessTable
 
     rtt = idle_rtt(LocalExecutor("controller", ProcessTable()), host)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import sys
 from pathlib import Path
 
@@ -16,10 +17,18 @@ from rich.table import Table
 from longhaul.appliance.cli import analyze as analyze_cmd
 from longhaul.appliance.cli import ops as ops_cmd
 from longhaul.appliance.cli import ops_lab as ops_lab_cmd
+from longhaul.appliance.cli.progress import Progress
 from longhaul.appliance.config.load import load_config
-from longhaul.hardware.cleanup import Interrupted
-from longhaul.core.errors import ConfigError, PreflightError, RunError
 from longhaul.appliance.config.profiles import load_profile
+from longhaul.appliance.run.jobs import plan
+from longhaul.appliance.run.preflight import check_ccas, check_tools, needs_of
+from longhaul.appliance.run.runner import Runner
+from longhaul.collectors.store.writer import RunStore
+from longhaul.core.errors import ConfigError, PreflightError, RunError
+from longhaul.drivers.registry import TOOLS, tool_for
+from longhaul.hardware.backends.netns import leftovers
+from longhaul.hardware.backends.ssh.check import check_inventory
+from longhaul.hardware.cleanup import Interrupted
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,12 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `longhaul ... --json | head`: the reader has what it wanted
         sys.stderr.close()
         return 0
-    except (ConfigError, PreflightError) as exc:
+    except (ConfigError, PreflightError, RunError) as exc:
         print(f"longhaul: {exc}", file=sys.stderr)
-        return 2
-    except RunError as exc:
-        print(f"longhaul: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_status
     except Interrupted as exc:   # ops record / ops run: their teardown has run; written files stay
         print(f"longhaul: {exc}; the lab is torn down, what was written so far is kept", file=sys.stderr)
         return 1
@@ -90,9 +96,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def cmd_run(args) -> int:
     from longhaul.reports.render import write_report
-    from longhaul.appliance.cli.progress import Progress
-    from longhaul.appliance.run.runner import Runner
-    from longhaul.collectors.store.writer import RunStore
 
     resume = None
     if args.resume:
@@ -126,59 +129,28 @@ def cmd_run(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from longhaul.appliance.run.jobs import plan
-    from longhaul.appliance.run.runner import check_ccas, check_tools
-    from longhaul.hardware.delayline import helper as delayline
-    from longhaul.hardware.backends.netns.features import detect
-
-    if args.inventory is not None:
-        from longhaul.appliance.cli.check_inventory import check_inventory
-        wanted = args.config.is_file() or args.profiles
-        return check_inventory(args.inventory, load_config(args.config, args.profiles, args.time_scale)
-                               if wanted else None)
-    config = load_config(args.config, args.profiles, args.time_scale)
-    if config.data.lab.backend == "ssh":     # the lab is the inventory's machines: check those
-        from longhaul.appliance.cli.check_inventory import check_inventory
-        from longhaul.appliance.run.runner import preflight
-        status = check_inventory(config.inventory_path, config)
-        if status == 0:
-            preflight(config)
-            Console().print("ready")
-        return status
-    if config.data.lab.backend == "qemu":    # the VMs exist only during a run: check what boots them
-        return _check_qemu(config)
-    cells = plan(config)
-    features = detect(delayline.helper_path())
     console = Console()
+    if args.inventory is not None:      # a real lab's machines, with or without a config
+        wanted = args.config.is_file() or args.profiles
+        config = load_config(args.config, args.profiles, args.time_scale) if wanted else None
+        return check_inventory(args.inventory, needs_of(config) if config else None, console)
+    config = load_config(args.config, args.profiles, args.time_scale)
+    cells = plan(config)
     console.print(f"config {config.path}: valid; {len(config.profiles)} profile(s), {len(cells)} cell(s), "
-                  f"{sum(c.repeats for c in cells)} trial(s)")
-    table = Table(title="preflight")
-    table.add_column("check")
-    table.add_column("result")
-    table.add_row("root", _yes(features.root))
-    for tool, path in features.tools.items():
-        table.add_row(tool, path or "[red]missing[/red]")
-    table.add_row("netem", _yes(features.netem))
-    table.add_row("tbf / htb", f"{_yes(features.tbf)} / {_yes(features.htb)}")
-    table.add_row("iptables NFQUEUE", _yes(features.nfqueue))
-    table.add_row("delay-line helper", features.delayline or "[red]not built[/red]")
-    table.add_row("congestion controls", " ".join(features.congestion_controls))
-    table.add_row("delay will come from", "netem" if features.netem else "userspace delay line (NFQUEUE)")
-    console.print(table)
-    console.print(_tools_table(config))
-    problems = features.problems()
-    if problems:
-        raise PreflightError("preflight failed:\n  - " + "\n  - ".join(problems))
-    check_ccas(config, features)
-    check_tools(config)
+                  f"{sum(c.repeats for c in cells)} trial(s); lab backend {config.backend.name}")
+    readiness = config.backend.check(config.lab, needs_of(config), console)
+    if readiness.runs_tools_here:
+        console.print(_tools_table(config))
+    if not readiness.ready:
+        return 1
+    check_ccas(config, readiness.congestion_controls)
+    check_tools(config, here=readiness.runs_tools_here)
     console.print("ready")
     return 0
 
 
 def _tools_table(config) -> Table:
     """Every traffic tool: its programs here, and whether the chosen profiles use it."""
-    import shutil
-    from longhaul.drivers.registry import TOOLS, tool_for
 
     used = {f.tool for p in config.profiles for spec in p.cells for f in spec.cell.flows}
     table = Table(title="traffic tools")
@@ -204,7 +176,6 @@ def cmd_report(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    from longhaul.hardware.backends.netns import leftovers
 
     stale = leftovers.find() if args.dry_run else leftovers.clean()
     verb = "would remove" if args.dry_run else "removed"
@@ -236,11 +207,18 @@ def _print_results(store) -> None:
         if lab:
             lab_text = f"{_num(lab['rtt_ms']['measured'])} ms / {_num(lab['rate_mbps']['measured'])} Mb/s"
         stats = (cell.get("stats") or {}).get("flows", {})
-        flows = ", ".join(f"{name} {_num(s['mean_mbps'])}±{_num(s['std_mbps'])}" for name, s in stats.items())
+        flows = ", ".join(f"{name} {_mean_std(s)}" for name, s in stats.items())
         jain = cell.get("jain")
         table.add_row(cell["id"], cell["scenario"], lab_text, flows or cell.get("status", "-"),
                       "-" if jain is None else f"{jain:.3f}")
     Console().print(table)
+
+
+def _mean_std(stats: dict) -> str:
+    """A mean, with its spread only when two or more trials give one (one trial has none)."""
+    if (stats.get("n") or 0) < 2:
+        return _num(stats["mean_mbps"])
+    return f"{_num(stats['mean_mbps'])}±{_num(stats['std_mbps'])}"
 
 
 def _num(value) -> str:
@@ -253,28 +231,3 @@ def _yes(flag: bool) -> str:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _check_qemu(config) -> int:
-    import json
-    import shutil
-
-    from longhaul.hardware.backends.qemu.fleet import choose_accel
-
-    q = config.data.lab.qemu
-    manifest = json.loads((config.image_dir / "manifest.json").read_text())
-    table = Table(title="qemu lab")
-    table.add_column("check")
-    table.add_column("result")
-    qemu = shutil.which("qemu-system-x86_64")
-    table.add_row("qemu-system-x86_64", qemu or "[red]missing[/red]")
-    try:
-        accel, why = choose_accel(q.accel)
-        table.add_row("acceleration", f"{accel} ({why})")
-    except RuntimeError as exc:
-        accel = None
-        table.add_row("acceleration", f"[red]{exc}[/red]")
-    table.add_row("image", f"{config.image_dir} (built {manifest.get('built')}, revision {manifest.get('revision')})")
-    table.add_row("VM kernel", str(manifest.get("kernel")))
-    Console().print(table)
-    return 0 if qemu and accel else 1

@@ -78,8 +78,10 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from longhaul.collectors.studies.ops.decision import KNOWN_CCAS, load_decision
-    from longhaul.collectors.studies.ops.model import ModelError, classify, load_model
+    from longhaul.collectors.studies.ops.decision import KNOWN_CCAS
+    from longhaul.collectors.studies.ops.decision import load as load_decision
+    from longhaul.collectors.studies.ops.model import ModelError, classify
+    from longhaul.collectors.studies.ops.model import load as load_model
     from longhaul.reports.render import write_report
     from longhaul.appliance.ops.experiments import PAPER_FIG29, fig29_entry, run_scheme, write_fig29
     from longhaul.appliance.ops.lab import OpsLab

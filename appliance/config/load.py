@@ -4,36 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from longhaul.core.errors import ConfigError
 from longhaul.appliance.config.profiles import Profile, find_profile, load_profile
+from longhaul.core.errors import ConfigError, SettingError
 from longhaul.core.model import Strict
 from longhaul.core.tomlsource import load
 from longhaul.core.validation import validate
-
-IMPLEMENTED_BACKENDS = ("netns", "ssh", "qemu")
-
-
-class QemuSection(Strict):
-    """The qemu backend: the appliance image (`make image`) booted as VMs (hardware/backends/qemu/fleet.py)."""
-
-    image: str = "build/image"            # the image directory, relative to config.toml
-    accel: Literal["auto", "tcg", "kvm"] = "auto"
-    memory_mb: int = Field(512, ge=256, le=16384)
-    boot_timeout_s: float = Field(420, gt=0, le=3600)
+from longhaul.hardware.backends.base import Backend
+from longhaul.hardware.backends.registry import BACKENDS
 
 
 class LabSection(Strict):
-    """netns: the embedded lab of namespaces on this machine; ssh: real, already-wired hosts
-    reached over SSH, described by an inventory (hardware/backends/ssh/lab.py); qemu: the appliance
-    image booted as VMs on this machine, then driven over SSH like the ssh backend."""
+    """Which lab backend runs the profiles (hardware/backends/registry.py); the backend's own keys
+    beside `backend` are validated by its settings model (see load_config)."""
 
+    model_config = ConfigDict(extra="allow", frozen=True)
     backend: str = "netns"
-    inventory: str | None = None          # ssh: a name (hardware/<name>.toml) or a path to a .toml
-    qemu: QemuSection = QemuSection()
 
 
 class StoreSection(Strict):
@@ -81,8 +70,11 @@ class Config:
     profiles: list[Profile]
     time_scale: float | None = None       # the command line's override, if any
     profile_dir_override: Path | None = None
-    inventory_path: Path | None = None    # ssh backend: the validated inventory file
-    image_dir: Path | None = None         # qemu backend: the validated image directory
+    lab: Any = None                       # the backend's resolved settings (its configure())
+
+    @property
+    def backend(self) -> Backend:
+        return BACKENDS[self.data.lab.backend]
 
     @property
     def base_dir(self) -> Path:
@@ -105,12 +97,7 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
         raise ConfigError(None, None, ("--time-scale",), time_scale, "a factor in (0, 10]")
     source = load(path)
     data = validate(source, ConfigFile)
-    if data.lab.backend not in IMPLEMENTED_BACKENDS:
-        loc = ("lab", "backend")
-        raise ConfigError(path, source.line_of(loc), loc, data.lab.backend,
-                          f"not available in this version; implemented: {', '.join(IMPLEMENTED_BACKENDS)}")
-    inventory = _inventory(path, source, data.lab)
-    image_dir = _image(path, source, data.lab)
+    lab = _lab(path, source, data.lab)
     names = profile_names or data.run.profiles
     profile_dir = Path(profile_dir) if profile_dir else (path.parent / data.run.profile_dir).resolve()
     profiles = []
@@ -124,43 +111,21 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
             raise ConfigError(path, source.line_of(loc), loc, name, exc.allowed) from None
         profiles.append(load_profile(profile_path, time_scale))
     return Config(path=path.resolve(), data=data, raw=source.data, profiles=profiles, time_scale=time_scale,
-                  profile_dir_override=Path(profile_dir) if profile_dir else None, inventory_path=inventory,
-                  image_dir=image_dir)
+                  profile_dir_override=Path(profile_dir) if profile_dir else None, lab=lab)
 
 
-def _image(path: Path, source, lab: LabSection) -> Path | None:
-    """The qemu backend's image directory, checked now: no VM is booted from a missing image."""
-    if lab.backend != "qemu":
-        return None
-    found = (path.parent / lab.qemu.image).resolve()
-    missing = [f for f in ("longhaul.raw", "manifest.json") if not (found / f).is_file()]
-    if missing:
-        loc = ("lab", "qemu", "image") if ("lab", "qemu", "image") in source.lines else ("lab", "backend")
-        raise ConfigError(path, source.line_of(loc), loc, lab.qemu.image,
-                          f"an image directory with {' and '.join(missing)} ({found}: build it with `make image`)")
-    return found
-
-
-def _inventory(path: Path, source, lab: LabSection) -> Path | None:
-    """The ssh backend's inventory: a name (hardware/<name>.toml beside config.toml) or a path
-    (relative to config.toml), validated now so a bad inventory stops the run before anything starts."""
-    from longhaul.hardware.backends.ssh.inventory import inventory_path, load_inventory
-
-    if lab.backend != "ssh":
-        return None
-    if lab.inventory is None:
-        loc = ("lab", "backend")
-        raise ConfigError(path, source.line_of(loc), loc, lab.backend,
-                          "'ssh' needs [lab] inventory = \"<name>\" (hardware/<name>.toml) or a path to one")
-    loc = ("lab", "inventory")
-    if "/" in lab.inventory or lab.inventory.endswith(".toml"):
-        found = (path.parent / lab.inventory).resolve()
-    else:
-        try:
-            found = inventory_path(lab.inventory, path.parent).resolve()
-        except ConfigError as exc:
-            raise ConfigError(path, source.line_of(loc), loc, lab.inventory, exc.allowed) from None
-    if not found.is_file():
-        raise ConfigError(path, source.line_of(loc), loc, lab.inventory, f"an inventory file ({found} does not exist)")
-    load_inventory(found)                 # its own errors name its own file and line
-    return found
+def _lab(path: Path, source, section: LabSection):
+    """The backend's own keys of [lab], validated by its settings model and resolved by it (an
+    inventory read, an image found), so a bad lab stops the run before anything starts."""
+    loc = ("lab", "backend")
+    backend = BACKENDS.get(section.backend)
+    if backend is None:
+        raise ConfigError(path, source.line_of(loc), loc, section.backend,
+                          f"not available in this version; implemented: {', '.join(BACKENDS)}")
+    own = dict(section.model_extra or {})
+    settings = validate(source, backend.settings, data=own, origins={(key,): ("lab", key) for key in own})
+    try:
+        return backend.configure(settings, path.parent)
+    except SettingError as exc:
+        loc = ("lab", *exc.keypath)
+        raise ConfigError(path, source.line_of(loc), loc, exc.value, exc.allowed) from None

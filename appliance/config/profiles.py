@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from longhaul.core.errors import ConfigError
 from longhaul.appliance.config.schema import Cell
+from longhaul.core.errors import ConfigError
 from longhaul.core.model import NAME, Strict
 from longhaul.core.tomlsource import TomlSource, load
 from longhaul.core.validation import translate, validate

@@ -180,7 +180,7 @@ def tool_problem(flow: Flow) -> str | None:
     for key in TOOL_FIELDS:
         value = getattr(flow, key)
         if value != Flow.model_fields[key].default and key not in rules.flow_fields:
-            return f"{key} {value!r} is for {_tools_with(lambda r: key in r.flow_fields)}"
+            return f"{key} {value!r} is for {_tools_with(lambda r, key=key: key in r.flow_fields)}"
     unknown = sorted(set(flow.options) - set(tool.option_keys))
     if unknown:
         return (f"options {unknown} are not settings of {flow.tool}; it takes: "

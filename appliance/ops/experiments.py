@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from longhaul.collectors.metrics import jain, mbps
-from longhaul.drivers import iperf3
-from longhaul.core.errors import RunError
 from longhaul.appliance.ops.lab import OpsLab, OpsLabFile, active_plan
+from longhaul.collectors.metrics import jain, mbps
 from longhaul.collectors.store.writer import now_iso, tool_versions
+from longhaul.core.errors import RunError
 from longhaul.core.tables import write_csv, write_json
+from longhaul.drivers import iperf3
 
 log = logging.getLogger(__name__)
 DATASET_COLUMNS = ["class", "probing", "run", "t_s", "rtt_ms"]

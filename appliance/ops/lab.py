@@ -16,21 +16,22 @@ from pathlib import Path
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from longhaul.collectors.live.rtt_probe import RttProbe, RttSample
-from longhaul.drivers import iperf3
-from longhaul.hardware.delayline import helper as delayline
-from longhaul.hardware.cleanup import CleanupStack, signals_raise
-from longhaul.hardware.executors.process import Process, ProcessTable, wait_until
-from longhaul.hardware.backends.netns.features import Features, detect
-from longhaul.hardware.backends.netns.lab import LinkSettings, NetnsLab
-from longhaul.hardware.topology import dumbbell
-from longhaul.hardware.backends.netns import leftovers
-from longhaul.core.errors import ConfigError, PreflightError
 from longhaul.appliance.config.schema import Topology
-from longhaul.core.model import Strict
+from longhaul.collectors.live.rtt_probe import RttProbe, RttSample
 from longhaul.collectors.store.writer import new_run_id
+from longhaul.core.errors import ConfigError, PreflightError
+from longhaul.core.model import Strict
 from longhaul.core.tomlsource import load
 from longhaul.core.validation import validate
+from longhaul.drivers import iperf3
+from longhaul.hardware.backends.base import LinkSettings
+from longhaul.hardware.backends.netns import leftovers
+from longhaul.hardware.backends.netns.features import Features, detect
+from longhaul.hardware.backends.netns.lab import NetnsLab
+from longhaul.hardware.cleanup import CleanupStack, signals_raise
+from longhaul.hardware.delayline import helper as delayline
+from longhaul.hardware.executors.process import Process, ProcessTable, wait_until
+from longhaul.hardware.topology import dumbbell
 
 FG_PORT = 5311
 # Background and active-probe streams are stopped mid-test; an iperf3 server needs a moment to

@@ -14,22 +14,22 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from longhaul.appliance.config.profiles import CellSpec
+from longhaul.appliance.config.schema import Flow
 from longhaul.collectors.live import acked_rate
 from longhaul.collectors.live.host_cpu import StealMeter
-from longhaul.collectors.metrics import jain, mbps, rtt_stats
 from longhaul.collectors.live.rtt_probe import RttProbe
 from longhaul.collectors.live.socket_sampler import COLUMNS as TCPINFO_COLUMNS
 from longhaul.collectors.live.socket_sampler import SocketSampler, control_sockets
+from longhaul.collectors.metrics import jain, mbps, rtt_stats
+from longhaul.core.tables import write_csv
 from longhaul.drivers import ccashim
+from longhaul.drivers.patterns import Burst, bursts, span
+from longhaul.drivers.registry import tool_for
 from longhaul.drivers.result import Result
 from longhaul.drivers.tool import BurstSpec, ServerSpec, Shape, Tool
-from longhaul.drivers.registry import tool_for
 from longhaul.hardware.executors.process import Process, wait_until
 from longhaul.hardware.tuning import buffer_limit
-from longhaul.drivers.patterns import Burst, bursts, span
-from longhaul.appliance.config.profiles import CellSpec
-from longhaul.appliance.config.schema import Flow
-from longhaul.core.tables import write_csv
 
 log = logging.getLogger(__name__)
 BASE_PORT = 5201

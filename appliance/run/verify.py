@@ -15,13 +15,13 @@ import statistics
 import time
 from pathlib import Path
 
+from longhaul.appliance.config.load import VerifySection
+from longhaul.appliance.config.profiles import CellSpec
 from longhaul.collectors.live.host_cpu import StealMeter
-from longhaul.collectors.live.rtt_probe import idle_rtt
 from longhaul.collectors.live.shaper_meter import ShaperMeter, backlogged_rate
 from longhaul.drivers import iperf3
 from longhaul.hardware.executors.process import wait_until
-from longhaul.appliance.config.load import VerifySection
-from longhaul.appliance.config.profiles import CellSpec
+from longhaul.hardware.path_rtt import idle_rtt
 
 PORT = 5299
 # Enough streams that their socket buffers together cover the path even with the kernel's

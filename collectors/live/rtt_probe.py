@@ -136,20 +136,3 @@ class RttProbe:
             if reply:
                 out.append(RttSample(round(reply.timestamp - self._wall0, 3), reply.rtt_ms, 1, 1, "interval"))
         return out
-
-
-def idle_rtt(executor: Executor, target: str, rounds: int = 3) -> float | None:
-    """The lab's RTT with no traffic: the median of a few burst rounds' means."""
-    means = []
-    for _ in range(rounds):
-        res = executor.run(fping.burst_argv(target), timeout=10, check=False)
-        try:
-            mean = fping.parse_burst(res.stderr + res.stdout).mean_ms
-        except ValueError:
-            mean = None
-        if mean is not None:
-            means.append(mean)
-    if not means:
-        return None
-    means.sort()
-    return means[len(means) // 2]

@@ -14,9 +14,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
 from longhaul.drivers.ss import Socket
 from longhaul.hardware.executors.process import Executor, Process
-from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
 
 log = logging.getLogger(__name__)
 

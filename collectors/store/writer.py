@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from longhaul import __version__
-from longhaul.collectors.metrics import mean_std
 from longhaul.appliance.config.profiles import CellSpec
+from longhaul.collectors.metrics import mean_std
 from longhaul.core.tables import read_json, write_json
 
 FORMAT_VERSION = 1

@@ -1,0 +1,1 @@
+"""Lab backends: the contract (base.py), the registry (registry.py) and one folder a backend."""

@@ -10,8 +10,8 @@ import math
 import os
 import pathlib
 
-from longhaul.drivers.jsonlines import json_lines
 from longhaul.core.paths import BUILD_BIN
+from longhaul.drivers.jsonlines import json_lines
 
 BINARY_NAME = "longhaul-delayline"
 RULE_COMMENT = "longhaul-delayline"

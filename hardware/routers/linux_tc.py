@@ -64,7 +64,3 @@ def access_plan(ifname: str, rate_mbps: float, mtu: int) -> list[list[str]]:
     8 MB) never to be where the experiment's drops happen: those belong to the bottleneck."""
     limit = max(1000 * mtu, int(rate_mbps * 1e6 / 8 * 0.020), ACCESS_QUEUE_MIN)
     return [_tbf(ifname, ["root"], "1:", rate_mbps, limit, mtu)]
-
-
-def teardown_plan(ifname: str) -> list[list[str]]:
-    return [["tc", "qdisc", "del", "dev", ifname, "root"]]

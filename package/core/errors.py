@@ -39,6 +39,15 @@ class ConfigError(Exception):
         return f"{where}: {self.allowed}"
 
 
+class SettingError(ValueError):
+    """A value a component found wrong while resolving its own settings (a backend's inventory or
+    image): the config loader turns it into a ConfigError at the key's line."""
+
+    def __init__(self, keypath: tuple, value, allowed: str):
+        self.keypath, self.value, self.allowed = tuple(keypath), value, allowed
+        super().__init__(f"{'.'.join(map(str, keypath))} = {value!r}: {allowed}")
+
+
 class PreflightError(Exception):
     """The machine cannot run what the config asks for (missing tool, feature or privilege)."""
 
@@ -49,7 +58,3 @@ class RunError(Exception):
     """Something went wrong while running: the run is marked failed and exits 1."""
 
     exit_status = 1
-
-
-class LabVerificationError(RunError):
-    """The realised lab is further from its configuration than the stated tolerance."""

@@ -31,9 +31,9 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from longhaul.collectors.studies.ops import dtw_knn
 from longhaul.collectors.studies.ops import dataset as ops_dataset
 from longhaul.collectors.studies.ops import decision as ops_decision
+from longhaul.collectors.studies.ops import dtw_knn
 
 CLASSIFIERS = ("knn", "mlp", "svm", "gnb")
 DEFAULT_KS = (1, 3, 5)

@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from longhaul.core.errors import ConfigError
-from longhaul.core.tomlsource import load as load_toml
 from longhaul.collectors.studies.ops import dataset as ops_dataset
+from longhaul.core.errors import ConfigError
 from longhaul.core.paths import PROFILES
+from longhaul.core.tomlsource import load as load_toml
 
 _PROFILES = PROFILES
 # The shipped Figure 12 mapping; profiles/ops/ keeps it out of the run profiles' *.toml glob.
@@ -108,7 +108,6 @@ def validate(mapping: dict, classes: list[str] | None = None, path: Path | None 
     return {c: mapping[c] for c in classes}
 
 
-load_decision = load  # the name `longhaul ops run` imports
 
 
 def from_dict(data: dict, classes: list[str] | None = None) -> Decision:

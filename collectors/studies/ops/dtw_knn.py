@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+
 from longhaul.core.paths import BUILD_LIB
 
 log = logging.getLogger(__name__)

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from longhaul.collectors.studies.ops import dtw_knn
 from longhaul.collectors.studies.ops import classify as ops_classify
 from longhaul.collectors.studies.ops import dataset as ops_dataset
 from longhaul.collectors.studies.ops import decision as ops_decision
+from longhaul.collectors.studies.ops import dtw_knn
 
 MODEL_FORMAT = "longhaul-ops-model"
 MODEL_VERSION = 1
@@ -141,7 +141,6 @@ def _check(path: Path, model: Model) -> None:
         raise ModelError(f"{path}: invalid decision mapping ({exc})") from exc
 
 
-load_model = load  # the name `longhaul ops run` imports
 
 
 def classify(model: Model, rtt_series) -> str:

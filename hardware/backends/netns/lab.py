@@ -10,35 +10,21 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from dataclasses import dataclass
+import signal
+import time
 from pathlib import Path
 
-from longhaul.hardware.delayline import helper as delayline
-from longhaul.hardware.cleanup import CleanupStack
-from longhaul.hardware.executors.process import LocalExecutor, NetnsExecutor, ProcessTable, wait_until
+from longhaul.hardware.backends.base import LinkSettings, Step, bottleneck_shapes
 from longhaul.hardware.backends.netns.features import Features
-from longhaul.hardware.routers.linux_tc import DirectionShape, access_plan, direction_plan
+from longhaul.hardware.cleanup import CleanupStack
+from longhaul.hardware.delayline import helper as delayline
+from longhaul.hardware.executors.process import LocalExecutor, NetnsExecutor, ProcessTable, wait_until
+from longhaul.hardware.routers.linux_tc import access_plan, direction_plan
 from longhaul.hardware.topology import Dumbbell
 from longhaul.hardware.tuning import host_sysctls, router_sysctls, sysctl_argv
 
 log = logging.getLogger(__name__)
 NETNS_ETC = Path("/etc/netns")
-
-
-@dataclass(frozen=True)
-class LinkSettings:
-    """What the cell asks of the bottleneck and the end hosts."""
-
-    rtt_ms: float
-    queue_bytes: int
-    cca: str
-    buffer: object
-
-
-@dataclass(frozen=True)
-class Step:
-    host: str | None      # None: run on this machine, outside the lab
-    argv: list[str]
 
 
 def lab_plan(topo: Dumbbell, settings: LinkSettings, features: Features) -> list[Step]:
@@ -68,15 +54,8 @@ def lab_plan(topo: Dumbbell, settings: LinkSettings, features: Features) -> list
     return steps
 
 
-def bottleneck_shapes(topo: Dumbbell, settings: LinkSettings) -> list[tuple[DirectionShape, str]]:
-    link = topo.bottleneck()
-    one_way = settings.rtt_ms / 2
-    return [(DirectionShape(port.ifname, link.rate_mbps, settings.queue_bytes, one_way, topo.mtu), port.host)
-            for port in (link.a, link.b)]
-
-
 class NetnsLab:
-    backend = "netns"
+    record = None       # the lab is its own: nothing of anyone else's is changed
 
     def __init__(self, topo: Dumbbell, settings: LinkSettings, features: Features,
                  procs: ProcessTable, cleanup: CleanupStack, workdir: Path):
@@ -138,16 +117,12 @@ class NetnsLab:
                                   stderr=self.workdir / f"delayline-{host}.log")
             self.delaylines.append(proc)
             self.cleanup.push(f"stop delay line on {host}", proc.stop)
-            wait_until(lambda: ready.exists() or proc.poll() is not None, 10, what=f"delay line on {host}")
+            wait_until(lambda ready=ready, proc=proc: ready.exists() or proc.poll() is not None, 10, what=f"delay line on {host}")
             if proc.poll() is not None:
                 raise RuntimeError(f"delay line on {host} exited: {proc.read_stderr().strip()}")
             setup, teardown = delayline.iptables_rules(shape.ifname, queue)
             for argv in setup:
                 executor.run(argv)
-
-    def delayline_stats(self) -> dict:
-        return {p.label: delayline.parse_stats(p.read_stdout()) for p in self.delaylines
-                if p.poll() is not None and p.read_stdout().strip()}
 
 
 def namespace_pids(netns: str) -> list[int]:
@@ -161,9 +136,6 @@ def namespace_pids(netns: str) -> list[int]:
 def remove_namespace(netns: str) -> None:
     """Stop whatever still runs in one of our namespaces (by pid), then delete it; the kernel
     takes its veths, qdiscs and iptables rules with it."""
-    import signal
-    import time
-
     for signum in (signal.SIGTERM, signal.SIGKILL):
         pids = namespace_pids(netns)
         if not pids:

@@ -23,6 +23,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from longhaul.hardware.backends.ssh.host_checks import measure_offset
+from longhaul.hardware.backends.ssh.inventory import load_inventory
+from longhaul.hardware.backends.ssh.readiness import offset_estimate
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import LocalExecutor, NetnsExecutor, ProcessTable
 
@@ -59,10 +62,6 @@ class FleetPlan:
     vms: tuple[Vm, ...]
     controller_ip: str
     veth: tuple[str, str]                       # (this machine's end, the namespace's end)
-
-    @property
-    def mgmt_net(self) -> str:
-        return f"{MGMT_PREFIX}.{self.index}.0/24"
 
     def vm(self, name: str) -> Vm:
         return next(v for v in self.vms if v.name == name)
@@ -273,10 +272,6 @@ class VmFleet:
         """A VM's clock starts from the emulated RTC (1 s steps) and lags while it boots slowly;
         there is no NTP server on the fleet's network, so each VM's clock is stepped once to this
         machine's, by the offset measured over SSH (min-RTT exchange), and the step recorded."""
-        from longhaul.hardware.backends.ssh.host_checks import measure_offset
-        from longhaul.hardware.backends.ssh.inventory import load_inventory
-        from longhaul.hardware.backends.ssh.readiness import offset_estimate
-
         inventory = load_inventory(self.inventory_path)
         for vm in self.plan.vms:
             executor = inventory.executor(vm.name, ProcessTable())

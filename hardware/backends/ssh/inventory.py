@@ -23,9 +23,9 @@ from pydantic import Field, field_validator
 
 from longhaul.core.errors import ConfigError
 from longhaul.core.model import NAME, Strict
+from longhaul.core.paths import REPO
 from longhaul.core.tomlsource import load
 from longhaul.core.validation import validate
-from longhaul.core.paths import REPO
 
 ROLES = ("sender", "receiver", "router", "generator", "controller")
 # lspci/sysfs form domain:bus:device.function, as DPDK's dpdk-devbind and EAL -a expect it

@@ -18,17 +18,20 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import json
 import logging
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from longhaul.collectors.live.rtt_probe import idle_rtt
-from longhaul.hardware.delayline import helper as delayline
+from longhaul.hardware.backends.base import LinkSettings, Step, bottleneck_shapes
 from longhaul.hardware.backends.ssh import readiness
+from longhaul.hardware.backends.ssh.host_checks import check_host
 from longhaul.hardware.cleanup import CleanupStack
+from longhaul.hardware.delayline import helper as delayline
 from longhaul.hardware.executors.process import ProcessTable, wait_until
-from longhaul.hardware.backends.netns.lab import LinkSettings, Step, bottleneck_shapes
+from longhaul.hardware.path_rtt import idle_rtt
 from longhaul.hardware.routers.linux_tc import direction_plan
 from longhaul.hardware.topology import Dumbbell, Host, Link, Port
 from longhaul.hardware.tuning import host_sysctls, router_sysctls, sysctl_argv
@@ -56,7 +59,8 @@ class HostsFeatures:
     inventory: str
     hosts: dict[str, HostFacts] = field(default_factory=dict)   # by inventory name
     rows: list = field(default_factory=list)                     # readiness rows (warnings kept)
-    vm_lab: dict | None = None                                   # qemu backend: the VMs' image, kernel, accel
+    backend: str = "ssh"                                         # the backend that drives these hosts
+    extra: dict = field(default_factory=dict)                    # what that backend adds (qemu: its VMs)
 
     @property
     def delay(self) -> str:
@@ -64,10 +68,10 @@ class HostsFeatures:
         return "netem" if routers and all(f.netem for f in routers) else "delayline"
 
     def as_dict(self) -> dict:
-        return {"backend": "qemu" if self.vm_lab else "ssh", "inventory": self.inventory, "delay": self.delay,
+        return {"backend": self.backend, "inventory": self.inventory, "delay": self.delay,
                 "hosts": {n: asdict(f) for n, f in self.hosts.items()},
                 "kernels": {r.host: r.detail for r in self.rows if r.check == "os" and r.status == readiness.OK},
-                **({"vm_lab": self.vm_lab} if self.vm_lab else {}),
+                **self.extra,
                 "readiness": [asdict(r) for r in self.rows if r.status != readiness.OK]}
 
 
@@ -146,10 +150,9 @@ def _one_line(value: str) -> str:
 
 
 class HostsLab:
-    backend = "ssh"
-
     def __init__(self, inventory, topo: Dumbbell, names: dict[str, str], settings: LinkSettings,
-                 features: HostsFeatures, procs: ProcessTable, cleanup: CleanupStack, workdir: Path, via=None):
+                 features: HostsFeatures, procs: ProcessTable, cleanup: CleanupStack, workdir: Path, via=None,
+                 backend: str = "ssh"):
         self.inventory, self.topo, self.names = inventory, topo, names
         self.settings, self.features = settings, features
         self.procs, self.cleanup, self.workdir = procs, cleanup, Path(workdir)
@@ -163,7 +166,7 @@ class HostsLab:
         self._allowed = allowed
         self.path_rtt_ms: float | None = None
         self.plan = hosts_plan(topo, settings, allowed, self.netem)
-        self.record = {"backend": "qemu" if features.vm_lab else "ssh", "inventory": features.inventory, "tag": topo.tag,
+        self.record = {"backend": backend, "inventory": features.inventory, "tag": topo.tag,
                        "hosts": {lab: {"machine": m, "management": inventory.host(m).management}
                                  for lab, m in names.items()}}
 
@@ -192,7 +195,6 @@ class HostsLab:
         return {k: _one_line(v) for k, v in zip(keys, out)}
 
     def read_root_qdisc(self, host: str, ifname: str) -> dict:
-        import json
         shown = json.loads(self.executor(host).run(["tc", "-j", "qdisc", "show", "dev", ifname]).stdout or "[]")
         root = next((q for q in shown if q.get("root")), {})
         return {"kind": root.get("kind"), "handle": root.get("handle")}
@@ -284,10 +286,6 @@ class HostsLab:
                 executor.run(argv)
                 self.cleanup.push(f"delete delay-line rule on {host}", lambda e=executor, u=undo: e.run(u, check=False))
 
-    def delayline_stats(self) -> dict:
-        return {p.label: delayline.parse_stats(p.read_stdout()) for p in self.delaylines
-                if p.poll() is not None and p.read_stdout().strip()}
-
 
 # -- preflight ----------------------------------------------------------------------------------
 
@@ -317,7 +315,6 @@ def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
     allowed = executor.run(["cat", "/proc/sys/net/ipv4/tcp_allowed_congestion_control"], check=False).stdout.split()
     available = executor.run(["cat", "/proc/sys/net/ipv4/tcp_available_congestion_control"], check=False).stdout.split()
     if host.role == "sender":
-        import sys
         probe = executor.run([sys.executable, "-c", "import longhaul.drivers.agents.tcpinfo_probe"], check=False)
         if probe.returncode != 0:
             problems.append(f"{host.name}: the socket sampler runs {sys.executable} -m longhaul.drivers.agents.tcpinfo_probe "
@@ -328,8 +325,6 @@ def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
 def preflight(inventory, inventory_path, pairs: int, wants, via=None) -> HostsFeatures:
     """Readiness (longhaul check --inventory's checks) of the machines this run uses, plus the
     facts the plan needs. Raises RuntimeError naming every failed check; warnings are kept."""
-    from longhaul.hardware.backends.ssh.host_checks import check_host
-
     problems: list[str] = []
     if pairs > len(inventory.pairs):
         problems.append(f"the profiles need {pairs} pair(s); inventory {inventory_path} has {len(inventory.pairs)}")

@@ -1,0 +1,74 @@
+"""What a run needs of its lab, and whether the lab offers it: checked before anything is set up,
+with errors at the profile line that asked for it."""
+
+from __future__ import annotations
+
+import shutil
+
+from longhaul.appliance.config.load import Config
+from longhaul.core.errors import ConfigError
+from longhaul.core.tomlsource import load as load_toml
+from longhaul.drivers import ccashim
+from longhaul.drivers.registry import tool_for
+from longhaul.hardware.backends.base import LabNeeds
+
+
+def needs_of(config: Config) -> LabNeeds:
+    """Pairs, tools, congestion controls and programs of every cell of the chosen profiles."""
+    tools: list[str] = []
+    ccas: list[str] = []
+    pairs = 1
+    for profile in config.profiles:
+        for spec in profile.cells:
+            pairs = max(pairs, spec.cell.topology.pairs)
+            for flow in spec.cell.flows:
+                tools += [flow.tool] if flow.tool not in tools else []
+                cca = spec.cell.flow_cca(flow)
+                ccas += [cca] if flow.protocol == "tcp" and cca not in ccas else []
+    executables = list(dict.fromkeys(exe for name in tools for exe in tool_for(name).executables))
+    return LabNeeds(pairs, tuple(tools), tuple(ccas), tuple(executables))
+
+
+def check_ccas(config: Config, available: tuple[str, ...] | None) -> None:
+    """Every congestion control a cell uses must be available on the end hosts (None: the
+    backend's own preflight has checked them on its hosts)."""
+    if available is None:
+        return
+    for profile in config.profiles:
+        for spec in profile.cells:
+            for flow in spec.cell.flows:
+                cca = spec.cell.flow_cca(flow)
+                if flow.protocol == "tcp" and cca not in available:
+                    refuse_flow_key(profile, flow, "cca", cca,
+                                    f"not available on this host; available: {', '.join(available)}",
+                                    fallback=("tuning", "cca"))
+
+
+def check_tools(config: Config, here: bool = True) -> None:
+    """Every flow's tool has a driver and, where the flows run on this machine (`here`), its
+    programs are installed; real hosts are checked over SSH by their backend instead."""
+    for profile in config.profiles:
+        for spec in profile.cells:
+            for flow in spec.cell.flows:
+                tool = tool_for(flow.tool)
+                if tool.hardware_only:
+                    refuse_flow_key(profile, flow, "tool", flow.tool, f"needs {tool.hardware_only}")
+                if not here:
+                    continue
+                missing = [exe for exe in tool.executables if not shutil.which(exe)]
+                if not tool.sets_cca and flow.protocol == "tcp" and not ccashim.library_path().exists():
+                    missing.append(str(ccashim.library_path()))   # how the flow's CCA reaches its sockets
+                if missing:
+                    refuse_flow_key(profile, flow, "tool", flow.tool,
+                                    f"needs {', '.join(missing)} installed (make setup installs them)")
+
+
+def refuse_flow_key(profile, flow, field: str, value, allowed: str, fallback: tuple | None = None):
+    """ConfigError at the flow's own `field` line, else at `fallback` (a cell-wide key), else the flow."""
+    source = load_toml(profile.path)
+    names = [f.get("name") for f in source.data.get("flows", [])]
+    index = names.index(flow.name) if flow.name in names else None
+    candidates = [k for k in (("flows", index, field) if index is not None else None, fallback,
+                              ("flows", index, "name") if index is not None else None) if k]
+    key = next((k for k in candidates if k in source.lines), candidates[0] if candidates else ("flows",))
+    raise ConfigError(profile.path, source.line_of(key), key, value, allowed)

@@ -1,0 +1,134 @@
+"""The lab backend contract: how a run gets hosts, builds labs on them and tears them down.
+
+A backend (netns: namespaces on this machine; ssh: real hosts named by an inventory; qemu: the
+appliance image booted as VMs, then driven as ssh) is one object in `BACKENDS` with:
+
+- `name` and `settings`: the pydantic model of its own keys under `[lab]` in config.toml, validated
+  with file:line errors like every other key, then `configure(settings, config_dir)` resolves them
+  (paths checked, files parsed) before anything is set up; problems raise SettingError.
+- `check(configured, needs, console)`: what `longhaul check` shows for this backend (printed on
+  the console) and its Readiness; it builds nothing and boots nothing.
+- `session(configured, needs, ctx)`: a context manager for one run. Entering it runs the preflight
+  (raises PreflightError, nothing set up) and whatever the backend needs for the run's lifetime
+  (VMs booted, a run marker); the Session it yields builds a `Lab` per topology. Leaving it tears
+  everything down, whatever happened.
+
+A `Lab` is built from a backend-neutral `LabSpec` (pairs, rates, RTT, queue, end-host tuning) onto
+the lab names S1..Sn, R1, R2, D1..Dn; the runner, trial and verification see only this interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from longhaul.hardware.cleanup import CleanupStack
+from longhaul.hardware.executors.process import Executor, ProcessTable
+from longhaul.hardware.routers.linux_tc import DirectionShape
+from longhaul.hardware.topology import Dumbbell
+
+
+@dataclass(frozen=True)
+class LinkSettings:
+    """What a cell asks of the bottleneck and the end hosts."""
+
+    rtt_ms: float
+    queue_bytes: int
+    cca: str
+    buffer: object
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """One lab to build, in backend-neutral terms: no namespace, machine or interface names."""
+
+    pairs: int
+    access_rate_mbps: float
+    bottleneck_rate_mbps: float
+    mtu: int
+    link: LinkSettings
+
+
+@dataclass(frozen=True)
+class LabNeeds:
+    """What a run asks of its backend, gathered from all its cells before anything starts."""
+
+    pairs: int                                  # the most pairs any cell uses
+    tools: tuple[str, ...] = ()                 # driver names of every flow (drivers/registry.py)
+    ccas: tuple[str, ...] = ()                  # congestion controls of every TCP flow
+    executables: tuple[str, ...] = ()           # the programs those tools run on the lab's hosts
+
+
+@dataclass
+class RunContext:
+    """What the runner lends a backend session."""
+
+    tag: str                                    # names this run's objects (namespaces, VMs)
+    run_dir: Path                               # the run store's directory (created by the runner)
+    procs: ProcessTable                         # every process started is recorded here
+    say: Callable[[str], None] = print          # progress messages for the terminal
+
+
+@dataclass(frozen=True)
+class Step:
+    host: str | None      # a lab host, or None: run on this machine, outside the lab
+    argv: list[str]
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What `longhaul check` learnt from a backend without building anything."""
+
+    ready: bool
+    runs_tools_here: bool = False                    # as Session.runs_tools_here
+    congestion_controls: tuple[str, ...] | None = None   # as Session.congestion_controls
+
+
+class Lab(Protocol):
+    topo: Dumbbell
+    settings: LinkSettings
+    record: dict | None       # what was changed on hosts that are not the lab's own (manifest host_tuning)
+
+    def executor(self, host: str) -> Executor: ...
+    def address(self, host: str) -> str: ...
+    def pair_facts(self, pair: int) -> dict: ...
+    def build(self) -> None: ...
+
+
+class Session(Protocol):
+    features: Any                               # as_dict() for the manifest; .delay for the terminal
+    runs_tools_here: bool                       # the flows' programs run on this machine (checked here)
+    congestion_controls: tuple[str, ...] | None  # what end hosts offer; None: the preflight checked them
+
+    def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> Lab: ...
+
+
+class Backend(Protocol):
+    name: str
+    settings: type[BaseModel]
+
+    def configure(self, settings: BaseModel, config_dir: Path) -> Any: ...
+    def check(self, configured: Any, needs: LabNeeds, console) -> Readiness: ...
+    def session(self, configured: Any, needs: LabNeeds, ctx: RunContext) -> AbstractContextManager[Session]: ...
+
+
+def bottleneck_shapes(topo: Dumbbell, settings: LinkSettings) -> list[tuple[DirectionShape, str]]:
+    """Each direction's shaping of the bottleneck, with the router that applies it: half the RTT
+    of delay each way, the rate and the queue on both routers' bottleneck ports."""
+    link = topo.bottleneck()
+    one_way = settings.rtt_ms / 2
+    return [(DirectionShape(port.ifname, link.rate_mbps, settings.queue_bytes, one_way, topo.mtu), port.host)
+            for port in (link.a, link.b)]
+
+
+@dataclass
+class Configured:
+    """A backend's resolved settings (the default for backends with nothing to resolve)."""
+
+    settings: BaseModel
+    paths: dict[str, Path] = field(default_factory=dict)

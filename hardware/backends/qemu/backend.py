@@ -1,0 +1,123 @@
+"""The appliance image booted as VMs on this machine (S1..Sn, R1, R2, D1..Dn, joined by bridges
+in a namespace of the run's own), then driven over SSH exactly as the ssh backend drives hardware,
+with real netem on the router VMs (docs/image.md)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from rich.table import Table
+
+from longhaul.core.errors import PreflightError, RunError, SettingError
+from longhaul.core.model import Strict
+from longhaul.hardware.backends.base import LabNeeds, Readiness, RunContext
+from longhaul.hardware.backends.qemu import fleet as qemu_fleet
+from longhaul.hardware.backends.ssh.backend import open_session
+from longhaul.hardware.executors.process import LocalExecutor, ProcessTable
+
+log = logging.getLogger(__name__)
+IMAGE_FILES = ("longhaul.raw", "manifest.json")
+
+
+class QemuSection(Strict):
+    image: str = "build/image"            # the image directory, relative to config.toml
+    accel: Literal["auto", "tcg", "kvm"] = "auto"
+    memory_mb: int = Field(512, ge=256, le=16384)
+    boot_timeout_s: float = Field(420, gt=0, le=3600)
+
+
+class QemuSettings(Strict):
+    qemu: QemuSection = QemuSection()
+
+
+@dataclass(frozen=True)
+class QemuConfigured:
+    image_dir: Path
+    section: QemuSection
+
+
+class QemuBackend:
+    name = "qemu"
+    settings = QemuSettings
+
+    def configure(self, settings: QemuSettings, config_dir: Path) -> QemuConfigured:
+        """The image directory, checked now: no VM is booted from a missing image."""
+        found = (config_dir / settings.qemu.image).resolve()
+        missing = [f for f in IMAGE_FILES if not (found / f).is_file()]
+        if missing:
+            raise SettingError(("qemu", "image"), settings.qemu.image,
+                               f"an image directory with {' and '.join(missing)} ({found}: build it with `make image`)")
+        return QemuConfigured(found, settings.qemu)
+
+    def check(self, configured: QemuConfigured, needs: LabNeeds, console) -> Readiness:
+        """The VMs exist only during a run: check what boots them."""
+        manifest = json.loads((configured.image_dir / "manifest.json").read_text())
+        table = Table(title="qemu lab")
+        table.add_column("check")
+        table.add_column("result")
+        qemu = shutil.which("qemu-system-x86_64")
+        table.add_row("qemu-system-x86_64", qemu or "[red]missing[/red]")
+        try:
+            accel, why = qemu_fleet.choose_accel(configured.section.accel)
+            table.add_row("acceleration", f"{accel} ({why})")
+        except RuntimeError as exc:
+            accel = None
+            table.add_row("acceleration", f"[red]{exc}[/red]")
+        table.add_row("image", f"{configured.image_dir} (built {manifest.get('built')}, "
+                               f"revision {manifest.get('revision')})")
+        table.add_row("VM kernel", str(manifest.get("kernel")))
+        console.print(table)
+        return Readiness(bool(qemu and accel))
+
+    @contextmanager
+    def session(self, configured: QemuConfigured, needs: LabNeeds, ctx: RunContext):
+        with _fleet(configured, needs, ctx) as fleet:
+            # from here on the VMs are real hosts with an inventory, driven like the ssh backend
+            session = open_session(fleet.inventory_path, needs, ctx, self.name)
+            session.features.extra["vm_lab"] = fleet.as_dict()
+            try:
+                yield session
+            finally:
+                fleet.keep_consoles(ctx.run_dir / "lab" / "vms")
+
+
+@contextmanager
+def _fleet(configured: QemuConfigured, needs: LabNeeds, ctx: RunContext):
+    q = configured.section
+    if not shutil.which("qemu-system-x86_64"):
+        raise PreflightError("preflight failed: the qemu backend needs qemu-system-x86_64 (make setup installs it)")
+    pid = os.getpid()
+    shown = LocalExecutor("controller", ProcessTable()).run(["ip", "-j", "-4", "addr"]).stdout
+    plan = qemu_fleet.fleet_plan(f"lq{pid}", qemu_fleet.free_index(pid, shown), needs.pairs, ns=f"lh-q{pid}")
+    workdir = ctx.run_dir.parent / f".qemu-{pid}"
+    try:
+        fleet = qemu_fleet.VmFleet(plan, configured.image_dir, workdir, ctx.procs, accel=q.accel,
+                                   memory_mb=q.memory_mb, boot_timeout_s=q.boot_timeout_s)
+    except RuntimeError as exc:          # accel = "kvm" where KVM cannot boot the image
+        raise PreflightError(f"preflight failed: {exc}") from None
+    ctx.say(f"booting {len(plan.vms)} VMs from {configured.image_dir} "
+            f"(kernel {fleet.kernel}, {fleet.accel}: {fleet.accel_why})")
+    try:
+        fleet.start()
+    except BaseException as exc:
+        kept = ctx.run_dir.parent / f"qemu-{pid}-consoles"     # why a VM did not come up
+        fleet.keep_consoles(kept)
+        fleet.close()
+        if isinstance(exc, (TimeoutError, RuntimeError, OSError)):
+            raise RunError(f"qemu lab: {exc} (VM consoles kept in {kept})") from exc
+        raise
+    try:
+        ctx.say("VMs up: " + ", ".join(f"{n} {s:g}s" for n, s in fleet.boot_seconds.items()))
+        yield fleet
+    finally:
+        failures = fleet.close()
+        if failures:
+            log.error("qemu lab: teardown problems: %s", "; ".join(failures))

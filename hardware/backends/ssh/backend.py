@@ -1,0 +1,93 @@
+"""Real, already-wired hosts named by an inventory, driven over SSH (docs/hardware.md)."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from longhaul.core.errors import ConfigError, PreflightError, SettingError
+from longhaul.core.model import Strict
+from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
+from longhaul.hardware.backends.ssh import lab as hosts_lab
+from longhaul.hardware.backends.ssh.check import check_inventory, wants
+from longhaul.hardware.backends.ssh.inventory import Inventory, inventory_path, load_inventory
+from longhaul.hardware.cleanup import CleanupStack
+
+log = logging.getLogger(__name__)
+
+
+class SshSettings(Strict):
+    inventory: str | None = None     # a name (hardware/<name>.toml beside config.toml) or a path to a .toml
+
+
+@dataclass(frozen=True)
+class SshConfigured:
+    inventory_path: Path
+
+
+class SshSession:
+    runs_tools_here = False          # the programs are checked on the hosts by the preflight
+    congestion_controls = None
+
+    def __init__(self, inventory: Inventory, features: hosts_lab.HostsFeatures, procs, backend: str):
+        self.inventory, self.features, self._procs, self._backend = inventory, features, procs, backend
+        self.host_tuning: list[dict] = []    # before/applied/after of every host, one entry per lab built
+
+    def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> hosts_lab.HostsLab:
+        topo, names = hosts_lab.inventory_dumbbell(self.inventory, tag, spec.pairs, spec.bottleneck_rate_mbps,
+                                                   spec.mtu)
+        lab = hosts_lab.HostsLab(self.inventory, topo, names, spec.link, self.features, self._procs, cleanup,
+                                 workdir, backend=self._backend)
+        # the hosts may not be as found after a failed teardown: say so loudly, not only in the record
+        cleanup.push("report hosts not restored", lambda: _say_restored(lab.record))
+        return lab
+
+
+def _say_restored(record: dict) -> None:
+    if record.get("not_restored"):
+        log.error("real hosts not as found: %s", "; ".join(record["not_restored"]))
+
+
+def open_session(inventory_path: Path, needs: LabNeeds, ctx: RunContext, backend: str) -> SshSession:
+    """Preflight the machines this run uses (longhaul check --inventory's checks and the facts the
+    plans need); PreflightError names every failed check."""
+    inventory = load_inventory(inventory_path)
+    try:
+        features = hosts_lab.preflight(inventory, inventory_path, needs.pairs, wants(needs))
+    except RuntimeError as exc:
+        raise PreflightError(f"preflight failed: {exc}") from None
+    return SshSession(inventory, features, ctx.procs, backend)
+
+
+class SshBackend:
+    name = "ssh"
+    settings = SshSettings
+
+    def configure(self, settings: SshSettings, config_dir: Path) -> SshConfigured:
+        """The inventory, validated now so that a bad one stops the run before anything starts."""
+        if settings.inventory is None:
+            raise SettingError(("backend",), self.name,
+                               "'ssh' needs [lab] inventory = \"<name>\" (hardware/<name>.toml) or a path to one")
+        if "/" in settings.inventory or settings.inventory.endswith(".toml"):
+            found = (config_dir / settings.inventory).resolve()
+        else:
+            try:
+                found = inventory_path(settings.inventory, config_dir).resolve()
+            except ConfigError as exc:
+                raise SettingError(("inventory",), settings.inventory, exc.allowed) from None
+        if not found.is_file():
+            raise SettingError(("inventory",), settings.inventory, f"an inventory file ({found} does not exist)")
+        load_inventory(found)                 # its own errors name its own file and line
+        return SshConfigured(found)
+
+    def check(self, configured: SshConfigured, needs: LabNeeds, console) -> Readiness:
+        if check_inventory(configured.inventory_path, needs, console) != 0:
+            return Readiness(False)
+        open_session(configured.inventory_path, needs, RunContext("check", Path("."), None), self.name)
+        return Readiness(True)
+
+    @contextmanager
+    def session(self, configured: SshConfigured, needs: LabNeeds, ctx: RunContext):
+        yield open_session(configured.inventory_path, needs, ctx, self.name)
