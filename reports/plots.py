@@ -7,6 +7,7 @@ in the SVG (svg.fonttype "none"): it is searchable, smaller, and WeasyPrint sets
 from __future__ import annotations
 
 import contextlib
+import html
 import io
 import math
 import re
@@ -130,7 +131,9 @@ def throughput_bars(cells: list[dict], colors: dict[str, str]) -> str | None:
             for j, name in enumerate(flows):
                 pos = x + (j - (len(flows) - 1) / 2) * width
                 st = cell["stats"]["flows"][name]
-                ax.bar(pos, st["mean_mbps"], width * 0.9, yerr=st.get("std_mbps") or 0,
+                # one repeat has no spread (the store's std 0.0 for n = 1 is not a measurement)
+                spread = (st.get("std_mbps") or 0) if (st.get("n") or 0) >= 2 else None
+                ax.bar(pos, st["mean_mbps"], width * 0.9, yerr=spread,
                        capsize=3, color=colors[name], label=None if name in seen else name)
                 seen.add(name)
                 if _number(refs.get(name)) is not None:
@@ -181,13 +184,17 @@ def _decorate(ax, title: str, xlabel: str, ylabel: str, outside: bool = True) ->
         ax.legend(loc="upper center", ncol=len(ax.get_legend_handles_labels()[0]), framealpha=0.9)
 
 
-def _to_svg(fig: Figure, uid: str) -> str:
+def _to_svg(fig: Figure, uid: str, title: str | None = None) -> str:
+    """The figure as inline SVG; `title` adds a <title> element (screen readers, tooltips)."""
     buf = io.StringIO()
     # hashsalt + no date make the output reproducible for the same data.
     with matplotlib.rc_context({"svg.hashsalt": uid}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]  # drop the XML prolog and DOCTYPE: invalid inside HTML
+    if title is not None:
+        end = svg.index(">") + 1
+        svg = f"{svg[:end]}<title>{html.escape(title)}</title>{svg[end:]}"
     return _prefix_ids(svg, re.sub(r"[^A-Za-z0-9_-]", "_", uid))
 
 

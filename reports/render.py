@@ -1,32 +1,33 @@
 """Build report.html and report.pdf for one run directory, from the run store alone.
 
-Everything the template shows is computed here into plain dicts and strings (numbers already
-formatted), so the template stays declarative and a partial store can only ever show up as a "–"
-or a note, never as a template error.
+Everything the core template shows (header, lab verification, results, the Table 2 layout,
+per-cell pages) is computed here into plain dicts and strings (numbers already formatted), so the
+template stays declarative and a partial store can only ever show up as a "–" or a note, never as
+a template error. Studies add sections of their own through the Section contract
+(reports/sections.py); the caller passes them in (longhaul.appliance.report passes every study's),
+since this layer must not import the studies.
 """
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import math
 from pathlib import Path
+from typing import Sequence
 
 import jinja2
-from markupsafe import Markup
+from jinja2.environment import TemplateModule
 
+from longhaul.collectors.store.reader import StoredRun, TrialSeries, load_store
 from longhaul.reports import plots
-from longhaul.collectors.studies.ops import section as ops_section
-from longhaul.collectors.studies.throughput_profile import section as profile_section
-from longhaul.collectors.studies.stiff_udp import section as stiff_udp_section
-from longhaul.collectors.store.reader import RunStore, TrialSeries, load_store
+from longhaul.reports.fmt import DASH, fmt, fmt_mbps, fmt_std, mean_std, num, spread
+from longhaul.reports.sections import Section, figure
 
+log = logging.getLogger(__name__)
 TEMPLATES = Path(__file__).parent / "templates"
-EXTRA_SECTIONS = (profile_section, ops_section, stiff_udp_section)
 # Beyond this many cells (a profile sweep has hundreds) per-cell time-series pages would swamp
 # the report; the sweep's own section summarises them and the notes say what was left out.
 MAX_CELL_SECTIONS = 40
 FORMATS = ("html", "pdf")
-DASH = "–"
 # Seed 000 Table 2, in the paper's row order: (mode, role) -> row heading.
 FAIRNESS_ROWS = (("dedicated", "background", "Dedicated", "Background"),
                  ("dedicated", "foreground", "Dedicated", "Foreground (iperf)"),
@@ -34,13 +35,17 @@ FAIRNESS_ROWS = (("dedicated", "background", "Dedicated", "Background"),
                  ("shared", "foreground", "Shared", "Foreground (iperf)"))
 
 
-def write_report(run_dir: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
-    """Write report.html and/or report.pdf into run_dir; return the paths written."""
+def write_report(run_dir: Path, formats: tuple[str, ...] = FORMATS,
+                 sections: Sequence[Section] = ()) -> list[Path]:
+    """Write report.html and/or report.pdf into run_dir; return the paths written.
+
+    sections: the studies' sections, in report order (longhaul.collectors.studies.registry.SECTIONS).
+    """
     run_dir = Path(run_dir)
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ValueError(f"unknown report format(s) {unknown}; choose from {FORMATS}")
-    html = render_html(run_dir)
+    html = render_html(run_dir, sections)
     written = []
     if "html" in formats:
         path = run_dir / "report.html"
@@ -59,16 +64,71 @@ def write_report(run_dir: Path, formats: tuple[str, ...] = FORMATS) -> list[Path
     return written
 
 
-def render_html(run_dir: Path) -> str:
+def render_html(run_dir: Path, sections: Sequence[Section] = ()) -> str:
+    """The report of run_dir as one self-contained HTML page, with the sections that apply."""
     store = load_store(Path(run_dir))
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = environment(sections)
     context = build_context(store)
     context["css"] = (TEMPLATES / "report.css").read_text(encoding="utf-8")
+    context["sections"] = _render_sections(env, store, sections, context["notes"])
     return env.get_template("report.html.j2").render(**context)
 
 
-def build_context(store: RunStore) -> dict:
+def environment(sections: Sequence[Section] = ()) -> jinja2.Environment:
+    """The report's Jinja environment: reports/templates, and each section's template folder under
+    the section's name (a PrefixLoader), so studies' templates can share a file name and can import
+    reports/templates/macros.html.j2."""
+    folders: dict[str, jinja2.BaseLoader] = {}
+    for s in sections:
+        if not s.name or "/" in s.name or s.name in folders:
+            raise ValueError(f"section name {s.name!r} must be unique and must not contain '/'")
+        folders[s.name] = jinja2.FileSystemLoader(Path(s.template).parent)
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(TEMPLATES), jinja2.PrefixLoader(folders)])
+    return _Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
+                        trim_blocks=True, lstrip_blocks=True)
+
+
+class _Environment(jinja2.Environment):
+    """Contexts are plain dicts, so `row.values` must mean the key "values": Jinja's default looks
+    up the attribute first and would print the bound dict method (values, items, clear, ...)."""
+
+    def getattr(self, obj, attribute):
+        if isinstance(obj, dict) and attribute in obj:
+            return obj[attribute]
+        return super().getattr(obj, attribute)
+
+
+def render_section(section: Section, store: StoredRun, env: jinja2.Environment | None = None) -> str | None:
+    """One section's HTML exactly as the report places it, or None when the run has nothing for it."""
+    if not section.applies(store):
+        return None
+    return str(_section_module(env or environment([section]), section, store))
+
+
+def _section_module(env: jinja2.Environment, section: Section, store: StoredRun) -> TemplateModule:
+    # A template module is the template rendered with the section's context as its variables.
+    # Jinja treats it as markup when it is placed in the report (TemplateModule.__html__): it is
+    # already autoescaped template output, so nothing here marks a Python string as safe.
+    name = f"{section.name}/{Path(section.template).name}"
+    return env.get_template(name).make_module(section.context(store))
+
+
+def _render_sections(env: jinja2.Environment, store: StoredRun, sections: Sequence[Section],
+                     notes: list[str]) -> list[TemplateModule]:
+    """The sections that apply, rendered; one that fails is logged and becomes a note: a bug in
+    one study must not cost the run its report."""
+    out = []
+    for section in sections:
+        try:
+            if section.applies(store):
+                out.append(_section_module(env, section, store))
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            log.exception("report section %s failed", section.name)
+            notes.append(f"The {section.name} section could not be rendered: {exc}")
+    return out
+
+
+def build_context(store: StoredRun) -> dict:
     cells = store.cells
     series = {c["id"]: _load_series(store, c) for c in cells[:MAX_CELL_SECTIONS]}
     colors = plots.flow_colors([n for c in cells for n in _flow_names(c)])
@@ -79,50 +139,13 @@ def build_context(store: RunStore) -> dict:
         "verification": [_verification_row(c) for c in cells],
         "results": [_result_row(c) for c in cells],
         "fairness": fairness,
-        "bars_svg": plots.throughput_bars(cells, colors),
+        "bars": figure(plots.throughput_bars(cells, colors)),
         "cells": [_cell_section(c, series[c["id"]], colors) for c in cells[:MAX_CELL_SECTIONS]],
         "notes": notes,
-        "extra_sections": _extra_sections(store),
     }
 
 
-def _extra_sections(store: RunStore) -> list[Markup]:
-    """Analyses with sections of their own (throughput profiles, OPS): each module's
-    section(store) returns ready HTML, or None when the run has nothing for it."""
-    out = []
-    for module in EXTRA_SECTIONS:
-        html = module.section(store)
-        if html:
-            out.append(Markup(html))
-    return out
-
-
 # ---- formatting ---------------------------------------------------------------------------------
-
-def _num(value) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def fmt_mbps(value) -> str:
-    """Three significant figures like the paper's table (474, 75.6), never scientific notation."""
-    v = _num(value)
-    if v is None:
-        return DASH
-    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
-
-
-def fmt_std(value) -> str:
-    """A spread needs no more precision than its mean, and one decimal is plenty below 100."""
-    v = _num(value)
-    return DASH if v is None else f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}"
-
-
-def fmt(value, digits: int = 1, unit: str = "") -> str:
-    v = _num(value)
-    return DASH if v is None else f"{v:.{digits}f}{unit}"
-
 
 def _when(iso: str | None) -> str:
     return iso.replace("T", " ").replace("Z", " UTC") if iso else DASH
@@ -138,7 +161,7 @@ def _duration(start: str | None, end: str | None) -> str:
 
 # ---- sections ------------------------------------------------------------------------------------
 
-def _header(store: RunStore) -> dict:
+def _header(store: StoredRun) -> dict:
     m = store.manifest
     lh, host, features = m.get("longhaul") or {}, m.get("host") or {}, m.get("features") or {}
     revision = lh.get("git_revision") or DASH
@@ -195,18 +218,17 @@ def _verification_row(cell: dict) -> dict:
 
 def _result_row(cell: dict) -> dict:
     stats = cell.get("stats") or {}
-    flows = [{"name": n, "text": _mean_std(s.get("mean_mbps"), s.get("std_mbps"), s.get("n", 0),
-                                           fmt_mbps, fmt_std),
+    flows = [{"name": n, "text": mean_std(s.get("mean_mbps"), s.get("std_mbps"), s.get("n", 0)),
               "n": s.get("n", 0)} for n, s in (stats.get("flows") or {}).items()]
     jain = stats.get("jain") or {}
     rtts = [t["rtt"] for t in _ok_trials(cell) if t.get("rtt")]
     return {"id": cell["id"], "scenario": cell.get("scenario") or DASH,
             "params": _params(cell), "flows": flows,
-            "jain": _mean_std(jain.get("mean"), jain.get("std"), jain.get("n", 0), _fmt_jain,
-                              _fmt_jain) if jain else DASH,
+            "jain": mean_std(jain.get("mean"), jain.get("std"), jain.get("n", 0), _fmt_jain,
+                             _fmt_jain) if jain else DASH,
             "infl_median": fmt(_mean(r.get("inflation_median_ms") for r in rtts)),
             "infl_p95": fmt(_mean(r.get("inflation_p95_ms") for r in rtts)),
-            "infl_max": fmt(max((v for r in rtts if (v := _num(r.get("inflation_max_ms"))) is not None),
+            "infl_max": fmt(max((v for r in rtts if (v := num(r.get("inflation_max_ms"))) is not None),
                                 default=None)),
             "trials": f"{len(_ok_trials(cell))}/{len(cell['trials'])}"}
 
@@ -242,21 +264,14 @@ def fairness_table(cells: list[dict], notes: list[str]) -> dict | None:
                                for c in placed if c.get("reference")})}
 
 
-def _mean_std(mean, std, n: int, fmt_mean, fmt_spread) -> str:
-    # One trial has no spread: "± 0.0" would claim a precision nobody measured.
-    if n and n > 1:
-        return f"{fmt_mean(mean)} ± {fmt_spread(std)}"
-    return fmt_mean(mean)
-
-
 def _fmt_jain(value) -> str:
     return fmt(value, 2)
 
 
 def _slot(cell: dict, mean, std, n: int, paper, formatter, std_formatter) -> dict:
-    return {"cell": cell["id"], "ours": formatter(mean) if _num(mean) is not None else None,
-            "std": std_formatter(std) if n and n > 1 else None, "n": n,
-            "paper": formatter(paper) if _num(paper) is not None else None}
+    return {"cell": cell["id"], "ours": formatter(mean) if num(mean) is not None else None,
+            "std": spread(std, n, std_formatter), "n": n,
+            "paper": formatter(paper) if num(paper) is not None else None}
 
 
 def _place(slots: dict, key: tuple, slot: dict, notes: list[str]) -> None:
@@ -273,30 +288,26 @@ def _cell_section(cell: dict, series: list[tuple[int, TrialSeries]], colors: dic
     status = {t.get("trial"): t.get("status") for t in trials}
     shown = [f"{k}" if status.get(k) == "ok" else f"{k} ({status.get(k)})"
              for k, s in series if s.throughput]
-    figures = []
-    svg = plots.throughput_timeseries(cid, series, colors)
-    if svg:
-        figures.append((svg, f"Receiver throughput per flow (all streams of a flow summed), 1 s "
-                             f"intervals. Colour = flow, line style = trial; trials shown: "
-                             f"{', '.join(shown)}."))
     idle = _idle_rtt(cell)
-    svg = plots.rtt_timeseries(cid, series, idle)
-    if svg:
-        figures.append((svg, "RTT probe rounds over time, one line per trial; dashed: idle RTT "
-                             "(mean over trials, measured on the empty path)."))
+    drawn = [(plots.throughput_timeseries(cid, series, colors),
+              f"Receiver throughput per flow (all streams of a flow summed), 1 s intervals. Colour = "
+              f"flow, line style = trial; trials shown: {', '.join(shown)}."),
+             (plots.rtt_timeseries(cid, series, idle),
+              "RTT probe rounds over time, one line per trial; dashed: idle RTT (mean over trials, "
+              "measured on the empty path).")]
     first = next(((k, s) for k, s in series if s.inflight), None)
     if first:
-        svg = plots.inflight_timeseries(cid, first[0], first[1], colors, _bdp_bytes(cell))
-        figures.append((svg, f"Bytes in flight per TCP flow from tcp_info at 10 Hz, summed over "
-                             f"the flow's sockets, trial {first[0]}; dashed: bottleneck BDP."))
-        svg = plots.flow_rtt_timeseries(cid, first[0], first[1], colors, idle)
-        if svg:
-            figures.append((svg, f"Smoothed RTT per TCP flow (the largest of its sockets'), trial {first[0]}: "
-                                 f"what each flow's own packets saw, beside the probe's view."))
-        svg = plots.flow_retrans_timeseries(cid, first[0], first[1], colors)
-        if svg:
-            figures.append((svg, f"Segments retransmitted per second per TCP flow, trial {first[0]} "
-                                 f"(loss as the senders saw it)."))
+        k, s = first
+        drawn += [(plots.inflight_timeseries(cid, k, s, colors, _bdp_bytes(cell)),
+                   f"Bytes in flight per TCP flow from tcp_info at 10 Hz, summed over the flow's "
+                   f"sockets, trial {k}; dashed: bottleneck BDP."),
+                  (plots.flow_rtt_timeseries(cid, k, s, colors, idle),
+                   f"Smoothed RTT per TCP flow (the largest of its sockets'), trial {k}: what each "
+                   f"flow's own packets saw, beside the probe's view."),
+                  (plots.flow_retrans_timeseries(cid, k, s, colors),
+                   f"Segments retransmitted per second per TCP flow, trial {k} (loss as the senders "
+                   f"saw it).")]
+    figures = [figure(svg, caption) for svg, caption in drawn if svg]
     return {"id": cid, "scenario": cell.get("scenario") or DASH, "profile": cell.get("profile") or DASH,
             "params": _params(cell), "labels": cell.get("labels") or {},
             "flows": [_flow_desc(f) for f in cell["flows"]],
@@ -306,7 +317,7 @@ def _cell_section(cell: dict, series: list[tuple[int, TrialSeries]], colors: dic
             "figures": figures}
 
 
-def _notes(store: RunStore, series: dict[str, list[tuple[int, TrialSeries]]]) -> list[str]:
+def _notes(store: StoredRun, series: dict[str, list[tuple[int, TrialSeries]]]) -> list[str]:
     notes = []
     if store.status != "complete":
         notes.append(f"Run status is “{store.status}”: results cover only the trials that "
@@ -332,7 +343,7 @@ def _notes(store: RunStore, series: dict[str, list[tuple[int, TrialSeries]]]) ->
 
 # ---- helpers -------------------------------------------------------------------------------------
 
-def _load_series(store: RunStore, cell: dict) -> list[tuple[int, TrialSeries]]:
+def _load_series(store: StoredRun, cell: dict) -> list[tuple[int, TrialSeries]]:
     # Failed trials usually wrote no CSVs; reading them would only add noise to the notes.
     return [(t["trial"], store.trial_series(cell["id"], t["trial"])) for t in cell["trials"]
             if t.get("status") != "failed" and isinstance(t.get("trial"), int)]
@@ -368,23 +379,23 @@ def _flow_desc(flow: dict) -> str:
 
 
 def _mean(values) -> float | None:
-    nums = [v for v in map(_num, values) if v is not None]
+    nums = [v for v in map(num, values) if v is not None]
     return sum(nums) / len(nums) if nums else None
 
 
 def _idle_rtt(cell: dict) -> float | None:
     idle = _mean((t.get("rtt") or {}).get("idle_ms") for t in cell["trials"])
     if idle is None:
-        idle = _num(((cell.get("lab") or {}).get("rtt_ms") or {}).get("measured"))
+        idle = num(((cell.get("lab") or {}).get("rtt_ms") or {}).get("measured"))
     return idle
 
 
 def _bdp_bytes(cell: dict) -> float | None:
     topo = cell.get("topology") or {}
-    rate, rtt = _num(topo.get("bottleneck_rate_mbps")), _num(topo.get("rtt_ms"))
+    rate, rtt = num(topo.get("bottleneck_rate_mbps")), num(topo.get("rtt_ms"))
     return rate * 1e6 / 8 * rtt / 1000 if rate and rtt else None
 
 
 def _fmt_bytes(value) -> str:
-    v = _num(value)
+    v = num(value)
     return DASH if v is None else f"{v:,.0f}".replace(",", "\u202f")  # narrow no-break space

@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 
 from markupsafe import Markup
 
-from longhaul.collectors.store.reader import RunStore
+from longhaul.collectors.store.reader import StoredRun
 
 
 @runtime_checkable
@@ -34,9 +34,9 @@ class Section(Protocol):
     name: str
     template: Path
 
-    def applies(self, store: RunStore) -> bool: ...
+    def applies(self, store: StoredRun) -> bool: ...
 
-    def context(self, store: RunStore) -> dict: ...
+    def context(self, store: StoredRun) -> dict: ...
 
 
 @dataclass(frozen=True)

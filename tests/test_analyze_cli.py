@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from longhaul.appliance.cli.app import main
-from longhaul.collectors.studies.throughput_profile import section as profile_section
 from longhaul.collectors.store.reader import load_store
+from longhaul.collectors.studies.throughput_profile import section as profile_section
+from longhaul.collectors.studies.throughput_profile import study
+from longhaul.reports.render import render_section
 
 TESTS = Path(__file__).parent
 DATA = TESTS / "data" / "profile"
@@ -125,10 +127,25 @@ def test_advise_needs_an_rtt_or_a_host(capsys):
     assert main(["advise", "--rtt", "1", "--to", "127.0.0.1", "--from", "x.csv"]) == 2
 
 
+def test_one_repeat_prints_no_spread(capsys, tmp_path):
+    csv_path = tmp_path / "one.csv"
+    csv_path.write_text("cca,streams,buffer,rtt_ms,repeat,mbps\n" + "".join(
+        f"cubic,1,large,{rtt},{k},{mbps}\n" for rtt, mbps, ks in ((10, 900, (1, 2)), (50, 500, (1,)), (100, 100, (1,)))
+        for k in ks))
+    assert main(["analyze", "profile", str(csv_path), "--no-dynamics"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"│ +900 ± 0 +│ +500 +│ +100 +│", out), out  # one repeat at 50 and 100 ms: no "± 0"
+
+
 # ---- report section ------------------------------------------------------------------------------
 
+def _section(run) -> str | None:
+    """The section's HTML as the report places it (None: the section does not apply)."""
+    return render_section(profile_section.SECTION, load_store(run))
+
+
 def test_report_section_shows_every_part(run_dir):
-    html = profile_section.section(load_store(run_dir))
+    html = _section(run_dir)
     assert html.startswith('<section id="throughput-profile">') and "<h2>" in html
     for heading in ("Profiles", "Transition RTT", "Dynamics", "Transport selection"):
         assert f"<h3>{heading}</h3>" in html
@@ -145,14 +162,51 @@ def test_report_section_shows_every_part(run_dir):
 
 def test_report_section_absent_without_an_rtt_sweep(tmp_path):
     make_store = _load("report_fixtures", TESTS / "report_fixtures.py").make_store
-    assert profile_section.section(load_store(make_store(tmp_path))) is None
+    assert _section(make_store(tmp_path)) is None
 
 
 def test_report_section_without_traces_keeps_profiles_and_selection(tmp_path):
     run = fake_run.make_run(tmp_path)
     for trace in run.glob("cells/*/trial-*/throughput.csv"):
         trace.unlink()
-    html = profile_section.section(load_store(run))
+    html = _section(run)
     assert "<h3>Profiles</h3>" in html and "<h3>Transport selection</h3>" in html
     assert "<h3>Dynamics</h3>" not in html
     assert html.count("<svg") == 3 * len(fake_run.CCAS) + 1
+
+
+def test_section_and_cli_read_one_analysis(capsys, run_dir, monkeypatch):
+    """Both call study.analyse, and the section's tauT table shows the CLI's transitions."""
+    calls = []
+    real = study.analyse
+    monkeypatch.setattr(study, "analyse", lambda *a, **k: calls.append(a) or real(*a, **k))
+    monkeypatch.setattr(profile_section, "analyse", study.analyse)
+    doc = _json(capsys, ["analyze", "profile", str(run_dir), "--json", "--no-dynamics"])
+    html = _section(run_dir)
+    assert len(calls) == 2
+    tau = re.search(r"<table class='tau'>.*?</table>", html, re.S).group(0)
+    shown = {tuple(re.findall(r"<td>(.*?)</td>", row)): re.findall(r"<td class='num'>(.*?)</td>", row)
+             for row in re.findall(r"<tr><td>.*?</tr>", tau)}
+    streams = sorted({t["streams"] for t in doc["transitions"]})
+    for t in doc["transitions"]:
+        mark = {"concave": "≥ ", "convex": "≤ "}.get(t["kind"], "")
+        assert shown[(t["cca"], t["buffer"])][streams.index(t["streams"])] == f"{mark}{t['tau_t_ms']:g}"
+
+
+def test_section_escapes_stored_names(tmp_path):
+    run = fake_run.make_run(tmp_path, buffer_swept=False)
+    manifest = json.loads((run / "manifest.json").read_text())
+    for cell in manifest["cells"]:
+        cell["cell"]["tuning"]["buffer"] = "<script>alert(1)</script>"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    html = _section(run)
+    assert "<script>" not in html
+    assert "<td>&lt;script&gt;alert(1)&lt;/script&gt;</td>" in html           # the tauT table
+    assert "Shown for the &lt;script&gt;alert(1)&lt;/script&gt; buffer" in html  # dynamics
+
+
+def test_failed_analysis_is_a_note(tmp_path, monkeypatch):
+    run = fake_run.make_run(tmp_path)
+    monkeypatch.setattr(profile_section, "analyse", lambda trials: 1 / 0)
+    html = _section(run)
+    assert '<p class="missing">The throughput-profile analysis failed: division by zero</p>' in html

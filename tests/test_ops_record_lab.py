@@ -5,6 +5,7 @@ A scaled-down Overlay-1 (20 Mb/s, 40 ms, a 100 kB queue = 40 ms at the bottlenec
 recording to about two minutes; the shipped dataset is recorded with profiles/ops/lab.toml."""
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -76,7 +77,7 @@ def recorded(tmp_path_factory):
 @pytest.mark.lab
 @pytest.mark.timeout(400)
 def test_record_passive_and_active(recorded):
-    tmp_path, out = recorded, recorded / "ds.csv"
+    out = recorded / "ds.csv"
     data = ops_dataset.load(out)
     meta = json.loads(ops_dataset.sidecar_path(out).read_text())
     assert meta["complete"] and meta["active_aligned"] and meta["active_cycle_s"] == CYCLE_S
@@ -90,18 +91,21 @@ def test_record_passive_and_active(recorded):
     # passive, idle: the path's 40 ms; a CUBIC background keeps the 40 ms queue partly full
     assert 38 <= means["passive-none"] <= 46, means
     assert means["passive-cubic"] >= means["passive-none"] + 8, means
-    # each run keeps its background's iperf3 record
-    cubic = json.loads((tmp_path / "ds-raw" / "passive-cubic" / "bg-1-cubic.json").read_text())
-    assert sum(i["sum"]["bytes"] for i in cubic["intervals"]) > 0     # stopped mid-test: no "end" totals
-    assert not list((tmp_path / "ds-raw" / "passive-none").glob("bg-*.json"))      # no background there
+    # the recording is an ordinary stored run: each class a cell, its background's iperf3 record kept
+    trials = _trials(Path(meta["run_dir"]))
+    cubic = json.loads((trials["passive-cubic"] / "raw" / "bg1-b0.out").read_text())
+    assert sum(i["sum"]["bytes"] for i in cubic["intervals"]) > 0
+    assert not list((trials["passive-none"] / "raw").glob("bg*.out"))      # no background there
 
-    # active: every burst started on its absolute schedule (t0 + 12 s * n + offset), three a cycle
+    # active: every burst launched on its schedule (warm-up + 12 s * n + offset, less the set-up
+    # lead so that data starts on time), the cycle aligned with the probe's rounds
     for name in ("active-none", "active-cubic"):
-        bursts = json.loads((tmp_path / "ds-raw" / name / "bursts.json").read_text())["bursts"]
-        assert [c for _, _, c in bursts[:2]] == ["cubic", "bbr"] and len(bursts) >= 4, bursts
-        late = [started - scheduled for scheduled, started, _ in bursts]
-        assert all(0 <= d < 0.5 for d in late), bursts
-        assert {round(s) % CYCLE_S for s, _, _ in bursts} == {0, 3}
+        with (trials[name] / "events.csv").open() as fh:
+            bursts = [r for r in csv.DictReader(fh) if r["flow"].startswith("active")]
+        assert {r["flow"] for r in bursts} == {"active0", "active1"} and len(bursts) >= 4, bursts
+        late = [float(r["launched_s"]) - float(r["planned_start_s"]) for r in bursts]
+        assert all(-1 < d < 0.5 for d in late), bursts
+        assert {round(float(r["planned_start_s"]) - 4) % CYCLE_S for r in bursts} == {0, 3}
 
     # ... and so the probe's own bursts show in phase: with no background, the seconds of the
     # bursts carry queueing delay and the second half of the pause is back at the path's RTT
@@ -112,6 +116,12 @@ def test_record_passive_and_active(recorded):
     print(f"active-none: burst seconds {burst.mean():.1f} ms, late pause {quiet.mean():.1f} ms")
     assert quiet.mean() <= means["passive-none"] + 4
     assert burst.mean() >= quiet.mean() + 8
+
+
+def _trials(run_dir: Path) -> dict[str, Path]:
+    """scenario -> its first trial's directory in a stored run."""
+    cells = json.loads((run_dir / "summary.json").read_text())["cells"]
+    return {c["scenario"]: run_dir / "cells" / c["id"] / "trial-1" for c in cells}
 
 
 DECISION = """
@@ -153,8 +163,10 @@ def test_train_and_run_fixed_and_adaptive(recorded):
         assert all(d["ops_cca"] == {"none": "cubic", "cubic": "bbr"}[d["class"]] for d in cycles)
         assert all(38 < d["probe_ms"] < 90 for d in cycles)      # the 40 ms path and its 40 ms queue
     assert all(d["cca"] == "cubic" for d in fixed) and all(d["cca"] == d["ops_cca"] for d in adaptive)
+    trials = _trials(run_dir)
     for scheme in ("cubic-fixed-cubic", "cubic-adaptive"):
-        assert (run_dir / "raw" / scheme / "bg-1-cubic.json").is_file()
+        assert (trials[scheme] / "raw" / "bg-b0.out").is_file()
+        assert (trials[scheme] / "decisions.csv").is_file()
     assert (run_dir / "report.html").is_file()
 
 
@@ -172,7 +184,7 @@ def test_an_interrupted_recording_keeps_its_finished_classes(tmp_path):
     seen = []
     for line in proc.stderr:      # the recorder says when each class starts
         seen.append(line)
-        if line.startswith("recording passive-cubic"):
+        if "scenario=passive-cubic" in line:
             break
     proc.terminate()
     err = "".join(seen) + proc.stderr.read()

@@ -1,6 +1,6 @@
-"""The Figure 29 schemes' control loop (appliance/ops_experiments.run_scheme) against a scripted
-lab: the transfers it asks for, when it stops, and what it refuses. The lab itself is exercised
-in tests/test_ops_record_lab.py."""
+"""Figure 29 and the OPS recording as generated profiles (appliance/ops/plans.py): the cells,
+flows and schedules they declare, the chooser that decides each foreground burst's congestion
+control, and what `ops run` refuses before any lab. The lab runs are in tests/test_ops_record_lab.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,129 +8,130 @@ from types import SimpleNamespace
 
 import pytest
 
-from longhaul.appliance.ops import experiments as ox
+from longhaul.appliance.config.profiles import load_profile
+from longhaul.appliance.ops import plans
 from longhaul.collectors.live.rtt_probe import RttSample
-from longhaul.core.errors import RunError
+from longhaul.collectors.studies.ops.chooser import OpsChooser
+from longhaul.collectors.studies.ops.dataset import BACKGROUND_CLASSES
 from longhaul.core.units import parse_size
-from longhaul.drivers.result import Result
+from longhaul.drivers.patterns import bursts
+
+REPO = Path(__file__).resolve().parent.parent
+TOPO = plans.Topology(4, 1000, 500, 128, "6MB", 1500)
+STEPS = [("cubic", 5.0), ("bbr", 5.0), ("cubic", 5.0), ("none", 5.0)]
 
 
-class ScriptedLab:
-    """Moves `rate_bps` while a transfer runs; records every transfer asked for."""
-
-    def __init__(self, rate_bps=80e6, fail=False):
-        self.spec = SimpleNamespace(record=SimpleNamespace(warmup_s=0),
-                                    roles=SimpleNamespace(background_pairs=[1]),
-                                    topology=SimpleNamespace(bottleneck_rate_mbps=100))
-        self.rate, self.fail, self.transfers, self.probes = rate_bps / 8, fail, [], 0
-        self.lost: list[set] = []     # per probe call, the rounds whose pings were all lost
-
-    def seconds_for(self, seconds, bytes_):
-        return seconds if seconds is not None else bytes_ * 8 / 5e6
-
-    def start_background(self, ccas, seconds, raw):
-        return []
-
-    def probe(self, seconds, active):
-        self.probes += 1
-        lost = self.lost.pop(0) if self.lost else set()
-        return [RttSample(float(i), None if i in lost else 100.0 + i, 10, 10, "burst") for i in range(int(seconds))]
-
-    def transfer(self, cca, seconds, raw, bytes_=None):
-        self.transfers.append((cca, seconds, bytes_))
-        if self.fail:
-            return None
-        seconds = seconds if seconds is not None else bytes_ / self.rate
-        moved = int(bytes_ if bytes_ is not None else self.rate * seconds)
-        return Result("tcp", cca, 1, seconds, moved, moved, 0, None)
+def _load(tmp_path, text, name):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return load_profile(path)
 
 
-def _adaptive(lab, tmp_path, **kw):
-    return ox.run_scheme(lab, "cubic", "Adaptive", kw.pop("total_s", None), Path(tmp_path), classify=lambda r: "bbr",
-                         decide=lambda c: "bbr", w=10, period_s=10, say=lambda m: None, **kw)
+def _fig29(tmp_path, **kw):
+    args = dict(backgrounds=["cubic", "bbr"], schemes=list(plans.SCHEMES), total_s=120, period_s=30, w=10,
+                warmup_s=15, settle_s=0, cycled=True, active_steps=None)
+    args.update(kw)
+    text, plan = plans.fig29_profile(TOPO, 1, 3, 4, **args)
+    return _load(tmp_path, text, plans.FIG29_PROFILE), plan
 
 
-def test_adaptive_by_time_splits_into_periods(tmp_path):
-    lab = ScriptedLab()
-    res = _adaptive(lab, tmp_path, total_s=25)
-    assert lab.transfers == [("bbr", 10, None), ("bbr", 10, None), ("bbr", 5, None)]
-    assert res.fg_on_s == 25 and lab.probes == 3 and len(res.decisions) == 3
-    assert res.fg_mbps == pytest.approx(80) and res.completion_s is not None
+def test_fig29_cells_are_background_by_scheme(tmp_path):
+    profile, plan = _fig29(tmp_path)
+    assert [c.scenario for c in profile.cells] == ["cubic-fixed-cubic", "cubic-fixed-bbr", "cubic-adaptive",
+                                                   "bbr-fixed-cubic", "bbr-fixed-bbr", "bbr-adaptive"]
+    assert plan["scenarios"]["bbr-adaptive"] == {"background": "bbr", "scheme": "Adaptive", "fixed": None,
+                                                 "chooses": True}
+    cell = profile.cells[3].cell
+    assert cell.flow_cca(cell.flows[0]) == "bbr" and cell.probe.pair == 4
 
 
-def test_adaptive_by_bytes_ends_with_the_exact_rest(tmp_path):
-    lab = ScriptedLab(rate_bps=80e6)      # 10 MB/s: 100 MB per 10 s period
-    res = _adaptive(lab, tmp_path, total_bytes=250_000_000)
-    # two periods by time, then the rest (50 MB, ~5 s at the rate so far) as a sized transfer
-    assert lab.transfers == [("bbr", 10, None), ("bbr", 10, None), ("bbr", None, 50_000_000)]
-    assert res.fg_bytes == 250_000_000
+def test_fig29_foreground_cycle_is_probe_then_transfer(tmp_path):
+    """Seed 000 6.7: probe w s, classify, decide, transfer a period; 120 s in 30 s periods."""
+    profile, plan = _fig29(tmp_path, settle_s=5)
+    fg = profile.cells[2].cell.flows[1]
+    got = [(b.start_s, b.duration_s) for b in bursts(fg)]
+    # the first probe window follows the warm-up; each later one a settle and w + 1 s after a burst
+    assert got == [(26.0, 30.0), (72.0, 30.0), (118.0, 30.0), (164.0, 30.0)]
+    assert plan["cycle_s"] == 46 and sum(d for _, d in got) == 120
 
 
-def test_fixed_continuous_by_bytes_is_one_sized_transfer(tmp_path):
-    lab = ScriptedLab()
-    res = ox.run_scheme(lab, "bbr", "Fixed:CUBIC", None, Path(tmp_path), total_bytes=10**9, cycled=False,
-                        say=lambda m: None)
-    assert lab.transfers == [("cubic", None, 10**9)] and res.fg_bytes == 10**9 and not res.decisions
-    assert lab.probes == 0
+def test_fig29_last_period_is_what_is_left(tmp_path):
+    profile, _ = _fig29(tmp_path, total_s=70)
+    assert [b.duration_s for b in bursts(profile.cells[0].cell.flows[1])] == [30.0, 30.0, 10.0]
 
 
-def test_fixed_cycles_like_adaptive_and_logs_what_ops_would_choose(tmp_path):
-    """Seed 000 §6.7: every scheme probes w s before each transfer; a fixed scheme keeps its CCA."""
-    lab = ScriptedLab()
-    res = ox.run_scheme(lab, "bbr", "Fixed:CUBIC", 25, Path(tmp_path), classify=lambda r: "bbr",
-                        decide=lambda c: "bbr", w=10, period_s=10, say=lambda m: None)
-    assert lab.transfers == [("cubic", 10, None), ("cubic", 10, None), ("cubic", 5, None)] and lab.probes == 3
-    assert [(d["class"], d["ops_cca"], d["cca"]) for d in res.decisions] == [("bbr", "bbr", "cubic")] * 3
-    assert res.decisions[0]["probe_ms"] == pytest.approx(100 + 4.5)   # the scripted probe's rounds 0..9
+def test_fixed_continuous_is_one_transfer(tmp_path):
+    profile, plan = _fig29(tmp_path, cycled=False)
+    fixed = profile.cells[0].cell
+    assert [f.name for f in fixed.flows] == ["bg", "fg"]
+    fg = fixed.flows[1]
+    assert (fg.pattern, fg.start_s, fg.duration_s, fixed.flow_cca(fg)) == ("constant", 15.0, 120.0, "cubic")
+    assert plan["scenarios"]["cubic-fixed-cubic"]["chooses"] is False
+    assert plan["scenarios"]["cubic-adaptive"]["chooses"] is True
 
 
-def test_fixed_cycles_without_a_model_still_probe(tmp_path):
-    lab = ScriptedLab()
-    res = ox.run_scheme(lab, "bbr", "Fixed:BBR", 20, Path(tmp_path), w=10, period_s=10, say=lambda m: None)
-    assert lab.transfers == [("bbr", 10, None)] * 2 and lab.probes == 2
-    assert all(d["class"] is None and d["ops_cca"] is None for d in res.decisions)
+def test_active_probe_bursts_fall_in_the_windows(tmp_path):
+    profile, plan = _fig29(tmp_path, active_steps=STEPS)
+    flows = {f.name: f for f in profile.cells[2].cell.flows}
+    assert set(flows) == {"bg", "fg", "active0", "active1", "active2"}
+    # the third step starts 10 s into an 11 s window: cut to 1 s, as the probe ends there
+    assert [(flows[n].start_s, flows[n].on_s) for n in ("active0", "active1", "active2")] == \
+        [(15.0, 5.0), (20.0, 5.0), (25.0, 1.0)]
+    windows = [b.start_s for b in bursts(flows["active0"])]
+    assert windows[:3] == [15.0, 56.0, 97.0] and plan["cycle_s"] == 41
 
 
-def test_settle_pauses_before_every_probe_but_the_first(tmp_path, monkeypatch):
-    lab, pauses = ScriptedLab(), []
-    monkeypatch.setattr(ox.time, "sleep", pauses.append)
-    ox.run_scheme(lab, "bbr", "Adaptive", 30, Path(tmp_path), classify=lambda r: "bbr", decide=lambda c: "bbr",
-                  w=10, period_s=10, settle_s=5, say=lambda m: None)
-    assert lab.probes == 3 and pauses == [0, 5, 5]       # the warm-up (0 here), then before probes 2 and 3
+def test_record_cells_per_mode_and_class(tmp_path):
+    text, plan = plans.record_profile(TOPO, [1, 2], 4, dict(BACKGROUND_CLASSES), ["passive", "active"], 300, 15,
+                                      STEPS)
+    profile = _load(tmp_path, text, plans.RECORD_PROFILE)
+    assert len(profile.cells) == 12
+    cells = {c.scenario: c.cell for c in profile.cells}
+    assert cells["passive-none"].flows == [] and cells["passive-none"].probe.duration_s == 316
+    mixed = cells["passive-cubic_bbr"]
+    assert [(f.pair, mixed.flow_cca(f)) for f in mixed.flows] == [(1, "cubic"), (2, "bbr")]
+    active = cells["active-bbr"]
+    assert [f.name for f in active.flows] == ["bg1", "active0", "active1", "active2"]
+    assert [b.start_s for b in bursts(active.flows[2])][:2] == [20.0, 40.0]      # aligned with the cycle
+    assert plan["scenarios"]["active-bbr"] == {"class": "bbr", "probing": "active"}
 
 
-def test_adaptive_needs_a_model(tmp_path):
-    with pytest.raises(ValueError, match="classify and decide"):
-        ox.run_scheme(ScriptedLab(), "bbr", "Adaptive", 20, Path(tmp_path), say=lambda m: None)
+def _rounds(values, start=0.0):
+    return [RttSample(start + i, v, 10, 10 if v is not None else 0, "burst") for i, v in enumerate(values)]
 
 
-def test_failing_transfers_end_the_scheme_instead_of_looping(tmp_path):
-    lab = ScriptedLab(fail=True)
-    with pytest.raises(RunError, match="3 foreground transfers in a row"):
-        _adaptive(lab, tmp_path, total_s=25)
-    assert len(lab.transfers) == 3
+class FakeModel:
+    w, classes, probing = 3, ["none", "bbr"], "passive"
 
 
-def test_the_window_is_the_first_w_rounds_of_a_probe(tmp_path):
-    # rounds 0..w-1 carry the phases an active model was trained on
-    lab, seen = ScriptedLab(), []
-    ox.run_scheme(lab, "cubic", "Adaptive", 10, Path(tmp_path), classify=lambda r: seen.append(r) or "bbr",
-                  decide=lambda c: "bbr", w=4, period_s=10, say=lambda m: None)
-    assert seen == [[100.0, 101.0, 102.0, 103.0]] and lab.probes == 1
+def test_the_chooser_reads_the_window_before_the_burst(monkeypatch):
+    seen = []
+    monkeypatch.setattr("longhaul.collectors.studies.ops.chooser.classify",
+                        lambda model, rtts: seen.append(list(rtts)) or "bbr")
+    decision = SimpleNamespace(cca_for=lambda c: {"bbr": "bbr", "none": "cubic"}[c])
+    adaptive = OpsChooser(FakeModel(), decision, w=3, fixed=None)
+    rounds = _rounds([1, 2, 3, 10, 11, None, 12, 13])          # the burst at 8 s: window 4..7 (w + 1 s)
+    cca, note = adaptive(SimpleNamespace(start_s=8.0), rounds)
+    assert (cca, note["class"], note["ops_cca"], note["rounds"]) == ("bbr", "bbr", "bbr", 3)
+    assert seen == [[11, 12, 13]] and note["probe_ms"] == 12.0
 
 
-def test_a_lost_round_probes_on_for_the_rest(tmp_path):
-    lab, seen = ScriptedLab(), []
-    lab.lost = [{1}]
-    ox.run_scheme(lab, "cubic", "Adaptive", 10, Path(tmp_path), classify=lambda r: seen.append(r) or "bbr",
-                  decide=lambda c: "bbr", w=4, period_s=10, say=lambda m: None)
-    # 4 of rounds 0-4 came back; one more second of probing completes the window
-    assert seen == [[102.0, 103.0, 104.0, 100.0]] and lab.probes == 2
+def test_a_fixed_scheme_logs_what_ops_would_choose(monkeypatch):
+    monkeypatch.setattr("longhaul.collectors.studies.ops.chooser.classify", lambda model, rtts: "bbr")
+    fixed = OpsChooser(FakeModel(), SimpleNamespace(cca_for=lambda c: "bbr"), w=3, fixed="cubic")
+    cca, note = fixed(SimpleNamespace(start_s=4.0), _rounds([5, 5, 5, 5]))
+    assert cca == "cubic" and note["ops_cca"] == "bbr"
 
 
-def test_time_or_bytes_not_both(tmp_path):
+def test_a_short_window_falls_back_and_says_so():
+    chooser = OpsChooser(FakeModel(), SimpleNamespace(cca_for=lambda c: "bbr"), w=3, fixed=None)
+    cca, note = chooser(SimpleNamespace(start_s=4.0), _rounds([None, None, 7, 8]))
+    assert cca == "cubic" and note["class"] is None and note["rounds"] == 2
+
+
+def test_adaptive_needs_a_model():
     with pytest.raises(ValueError):
-        _adaptive(ScriptedLab(), tmp_path, total_s=10, total_bytes=10)
+        OpsChooser(None, None, w=10, fixed=None)
 
 
 @pytest.mark.parametrize("text, size", [("2GB", 2 * 10**9), ("500MiB", 500 * 2**20), ("1500", 1500), (1500, 1500),
@@ -145,12 +146,8 @@ def test_parse_size_refuses(text):
         parse_size(text)
 
 
-REPO = Path(__file__).resolve().parent.parent
-
-
 @pytest.mark.parametrize("args, fragment", [
     (["--background", "cubic,foo"], "--background = 'cubic,foo'"),
-    (["--bytes", "2parsecs"], "--bytes = '2parsecs'"),
     (["--duration", "1"], "--duration = 1.0"),
     (["--period", "0"], "--period = 0.0"),
     (["--schemes", "Fixed:RENO"], "--schemes"),
@@ -175,16 +172,3 @@ def test_ops_run_decision_must_cover_the_model(tmp_path, capsys):
                "--lab", str(REPO / "profiles" / "ops" / "lab.toml"), "--decision", str(partial),
                "--out", str(tmp_path / "runs")])
     assert rc == 2 and "decision.toml" in capsys.readouterr().err
-
-
-def test_background_outlasts_every_cycle():
-    # 600 s in 10 s periods with w = 10: 60 cycles of up to 22 s of probing and 5 s of pause
-    assert ox.background_seconds(600, 15, 10, 10, 5) == 15 + 600 + 60 * 27 + 60
-    assert ox.background_seconds(120, 15, None, 10, 0) == 15 + 120 + 60      # one continuous transfer
-
-
-def test_the_background_is_asked_for_long_enough(tmp_path):
-    lab, asked = ScriptedLab(), []
-    lab.start_background = lambda ccas, seconds, raw: asked.append(seconds) or []
-    _adaptive(lab, tmp_path, total_s=25)                # 3 cycles of w = 10, no warm-up here
-    assert asked == [25 + 3 * 22 + 60]

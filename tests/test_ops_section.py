@@ -1,4 +1,5 @@
-"""The report's OPS section, rendered from ops/evaluation.json and ops/fig29.json of a run directory."""
+"""The report's OPS section, rendered through its template from ops/evaluation.json and
+ops/fig29.json of a run directory."""
 from __future__ import annotations
 
 import json
@@ -8,13 +9,15 @@ from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
 import ops_synthetic
+import pytest
 import report_fixtures
+
+from longhaul.appliance.report import render_html
 from longhaul.collectors.studies.ops import classify as ops_classify
 from longhaul.collectors.studies.ops import dataset as ops_dataset
-from longhaul.collectors.studies.ops import section as ops_section
+from longhaul.collectors.studies.ops.section import SECTION
+from longhaul.reports.render import render_section
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 VOID = {"br", "hr", "img", "input", "meta", "link", "col", "wbr", "source"}
@@ -50,7 +53,8 @@ def _run_dir(tmp_path, evaluation=None, fig29=None) -> Path:
 
 
 def _section(run_dir: Path) -> str | None:
-    return ops_section.section(SimpleNamespace(run_dir=run_dir, manifest={}, summary={}))
+    """The section's HTML as the report places it (None: the section does not apply)."""
+    return render_section(SECTION, SimpleNamespace(run_dir=run_dir, manifest={}, summary={}))
 
 
 class _Balance(HTMLParser):
@@ -154,8 +158,6 @@ def test_foreign_evaluation_format(tmp_path):
 
 
 def test_inlined_in_the_report(tmp_path, evaluation):
-    from longhaul.reports.render import render_html
-
     run_dir = report_fixtures.make_store(tmp_path)
     _run_dir(run_dir, evaluation, FIG29)
     html = render_html(run_dir)
@@ -172,3 +174,28 @@ def test_fig29_cycles_table(tmp_path):
     table = re.search(r"<caption>Figure 29 cycles.*?</table>", html, re.S).group(0)
     assert "bbr (151 ms) -> bbr 174; none (130 ms) -> cubic 27" in table
     assert ">50.0<" in table and table.count("<tr>") == 2        # header and the one scheme with cycles
+
+
+def test_stored_markup_is_escaped(tmp_path, evaluation):
+    evil = "<script>alert(1)</script>"
+    doc = json.loads(json.dumps(evaluation))
+    doc["dataset"]["name"] = evil
+    doc["results"][0]["label"] = evil
+    fig29 = {"schemes": [dict(FIG29["schemes"][0], scheme=evil,
+                              decisions=[{"class": evil, "cca": "bbr", "probe_ms": 150.0, "mbps": 90.0}])]}
+    html = _section(_run_dir(tmp_path, doc, fig29))
+    assert "<script>" not in html
+    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 4   # setup, tables, Figure 29, cycles
+
+
+def test_one_fold_shows_no_spread(tmp_path, evaluation):
+    doc = json.loads(json.dumps(evaluation))
+    row = next(r for r in doc["results"] if r["probing"] == "passive" and r["w"] == 10 and r.get("k") == 1)
+    row["accuracy_folds"], row["accuracy_std"] = row["accuracy_folds"][:1], 0.0
+    html = _section(_run_dir(tmp_path, doc))
+    table = re.search(r"<caption>Accuracy \(%\), mean ± std over the folds, passive probing.*?</table>",
+                      html, re.S).group(0)
+    cells = re.search(rf"<th scope=\"row\">{re.escape(row['label'])}</th>(.*?)</tr>", table).group(1)
+    first = re.findall(r"<td class=\"num\">(.*?)</td>", cells)[0]      # w = 10: one fold, no ±
+    assert first == f"{100 * row['accuracy_mean']:.1f}"
+    assert "±" in re.findall(r"<td class=\"num\">(.*?)</td>", cells)[1]  # w = 20: every fold

@@ -104,3 +104,55 @@ def test_a_fleet_that_does_not_come_up_is_torn_down_with_its_consoles_kept(vm_ru
     assert {p.name for p in kept} == {"S1-console.log", "R1-console.log", "R2-console.log", "D1-console.log"}
     assert set(_namespaces()) <= before and not list(tmp_path.glob("runs/.qemu-*"))
     assert str(tmp_path) not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+
+OPS_LAB = """
+[topology]
+pairs = 2
+access_rate_mbps = 1000
+bottleneck_rate_mbps = 10
+rtt_ms = 20
+queue = "50KB"
+mtu = 1500
+
+[roles]
+background_pairs = [1]
+foreground_pair = 2
+probe_pair = 2
+
+[record]
+duration_s = 12
+warmup_s = 3
+
+[[active_profile]]
+cca = "cubic"
+seconds = 3
+"""
+
+
+def test_ops_record_runs_on_the_vm_lab(vm_run, tmp_path):
+    """`ops record` goes through the runner like any profile, so it runs on the qemu backend too:
+    two classes on a fleet of its own (two pairs), after the smoke run so the two never overlap."""
+    _, _, before = vm_run
+    lab = tmp_path / "lab.toml"
+    lab.write_text(OPS_LAB)
+    config = write_lab_config(tmp_path, (REPO / "profiles" / "vm-smoke.toml").read_text(), "vm-smoke",
+                              verify=PATIENT_VERIFY + "\nrtt_tolerance_ms = 8")
+    config.write_text(config.read_text() + f'\n[lab]\nbackend = "qemu"\n[lab.qemu]\nimage = "{IMAGE}"\n')
+    out = tmp_path / "ds.csv"
+    done = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", "ops", "record", "--lab", str(lab),
+                           "--out", str(out), "--classes", "none,cubic", "--probing", "passive",
+                           "--config", str(config)], capture_output=True, text=True, timeout=1800, cwd=tmp_path)
+    print(done.stderr[-4000:], file=sys.stderr)
+    assert done.returncode == 0, done.stderr[-3000:]
+    meta = json.loads(out.with_suffix(".json").read_text())
+    assert meta["complete"] and meta["lab"]["backend"] == "qemu" and meta["lab"]["delay"] == "netem"
+    rows: dict[str, list[float]] = {}
+    for line in out.read_text().splitlines()[1:]:
+        cls, _, _, _, rtt = line.split(",")
+        rows.setdefault(cls, []).append(float(rtt))
+    assert sorted(rows) == ["cubic", "none"] and all(len(v) >= 9 for v in rows.values()), rows
+    idle, busy = (sum(v) / len(v) for v in (rows["none"], rows["cubic"]))
+    assert 15 <= idle <= 32, idle                    # the 20 ms path and the emulated hops
+    assert busy >= idle + 5, (idle, busy)            # a CUBIC background fills part of the 40 ms queue
+    assert set(_namespaces()) <= before

@@ -1,4 +1,5 @@
-"""The report renders every section, plot and the Table 2 layout from a store, complete or partial."""
+"""The report renders every section, plot and the Table 2 layout from a store, complete or partial;
+studies' sections come in through the Section contract (reports/sections.py)."""
 from __future__ import annotations
 
 import importlib.util
@@ -12,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.reports.render import fmt_mbps, render_html, write_report
 from longhaul.collectors.store.reader import StoreVersionError
+from longhaul.collectors.studies import registry
+from longhaul.reports.fmt import fmt_mbps
+from longhaul.reports.render import render_html, write_report
+from longhaul.reports.sections import Section, figure
 
 
 def _load_fixtures():
@@ -215,3 +219,107 @@ def test_empty_directory_is_not_a_store(tmp_path):
 
     with pytest.raises(StoreError, match="not a run directory"):
         write_report(tmp_path)
+
+
+# ---- a standard deviation needs two trials ---------------------------------------------------------
+
+def test_one_trial_shows_its_mean_without_spread(partial_report):
+    run_dir, _ = partial_report
+    page = _parse((run_dir / "report.html").read_text(encoding="utf-8"))
+    results = {r[0]: r for r in page.tables["data"][2:]}         # after the two header rows
+    one, two = results["table2-002"], results["table2-001"]      # 1 and 2 ok trials (partial store)
+    assert re.fullmatch(r"fg: [\d.]+ \(n=1\) ?bg: [\d.]+ \(n=1\)", one[3]), one[3]
+    assert re.fullmatch(r"fg: [\d.]+ ± [\d.]+ \(n=2\) ?bg: [\d.]+ ± [\d.]+ \(n=2\)", two[3]), two[3]
+    assert "±" not in one[4] and "±" in two[4]                   # Jain
+    fairness = page.tables["data fairness"]
+    assert "±" not in fairness[4][3] and "(n=1)" in fairness[4][3]   # Shared / Foreground, bg_udt
+    assert "±" in fairness[4][2]                                     # Shared / Foreground, bg_iperf
+
+
+# ---- escaping -------------------------------------------------------------------------------------
+
+def test_stored_markup_is_escaped_in_the_core_report(tmp_path):
+    run_dir = make_store(tmp_path, partial=True)
+    evil = "<script>alert(1)</script>"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["cells"][0]["scenario"] = evil
+    summary["cells"][1]["trials"][1]["error"] = evil           # the failed trial: a note
+    summary["cells"][1]["flows"][0]["tool"] = evil             # the cell page's flow list
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    html = render_html(run_dir)
+    assert "<script>" not in html
+    escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
+    for start, end in (('id="results"', 'id="fairness"'), ('id="plots"', 'id="notes"'),
+                       ('id="notes"', "</body>")):
+        part = html[html.index(start):html.index(end)]
+        assert escaped in part, start
+
+
+# ---- the Section contract ---------------------------------------------------------------------------
+
+class _Stub:
+    """A minimal study section: a template in tmp_path and a context given at construction."""
+
+    def __init__(self, folder: Path, name: str, source: str, context=None, applies=True):
+        self.name, self.template = name, folder / f"{name}.html.j2"
+        self.template.write_text(source)
+        self._context, self._applies = context or {}, applies
+
+    def applies(self, store) -> bool:
+        return self._applies
+
+    def context(self, store) -> dict:
+        if isinstance(self._context, Exception):
+            raise self._context
+        return self._context
+
+
+def test_sections_render_in_order_escaped_with_figures(tmp_path):
+    run_dir = make_store(tmp_path / "run")
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    # the same file name in two folders: each section finds its own (PrefixLoader by name)
+    first = _Stub(tmp_path / "a", "first", '{% import "macros.html.j2" as m %}<section id="first">'
+                  '<p>{{ text }}</p>{{ m.figure(fig) }}</section>',
+                  {"text": "<b>bold</b>", "fig": figure('<svg id="x"></svg>', "a <caption>")})
+    second = _Stub(tmp_path / "b", "second", '<section id="second">{{ rows.values | join(",") }}</section>',
+                   {"rows": {"values": [1, 2]}})
+    skipped = _Stub(tmp_path / "b", "skipped", "<section id=\"skipped\"></section>", applies=False)
+    assert all(isinstance(s, Section) for s in (first, second, skipped))
+    html = render_html(run_dir, [first, second, skipped])
+    assert html.index('<section id="first">') < html.index('<section id="second">') < html.index('id="notes"')
+    assert "<p>&lt;b&gt;bold&lt;/b&gt;</p>" in html
+    assert '<figure><svg id="x"></svg><figcaption>a &lt;caption&gt;</figcaption></figure>' in html
+    assert '<section id="second">1,2</section>' in html          # a key named like a dict method
+    assert 'id="skipped"' not in html
+
+
+def test_a_failing_section_becomes_a_note(tmp_path):
+    run_dir = make_store(tmp_path / "run")
+    (tmp_path / "s").mkdir()
+    broken = _Stub(tmp_path / "s", "broken", "<p>{{ missing }}</p>")         # StrictUndefined
+    raising = _Stub(tmp_path / "s", "raising", "<p></p>", RuntimeError("no <data>"))
+    html = render_html(run_dir, [broken, raising])
+    notes = html[html.index('id="notes"'):]
+    assert "The broken section could not be rendered: &#39;missing&#39; is undefined" in notes
+    assert "The raising section could not be rendered: no &lt;data&gt;" in notes
+    assert 'id="results"' in html                                 # the rest of the report is there
+
+
+def test_the_studies_sections_in_report_order():
+    assert [s.name for s in registry.SECTIONS] == ["throughput-profile", "ops", "stiff-udp"]
+    for s in registry.SECTIONS:
+        assert isinstance(s, Section) and s.template.is_file()
+        assert s.template.parent.name == s.name.replace("-", "_")   # beside the study's code
+
+
+def test_markup_is_trusted_in_one_place_only():
+    """Autoescape is bypassed only by reports.sections.figure (an SVG from matplotlib) and the
+    stylesheet: no HTML is assembled in Python strings and marked safe anywhere else."""
+    root = Path(__file__).parent.parent
+    code = [p for d in ("reports", "collectors", "appliance") for p in (root / d).rglob("*.py")]
+    marked = [p.relative_to(root) for p in code if "Markup(" in p.read_text(encoding="utf-8")]
+    assert marked == [Path("reports/sections.py")]
+    templates = [p for d in ("reports", "collectors") for p in (root / d).rglob("*.j2")]
+    safe = [(p.name, line.strip()) for p in templates for line in p.read_text(encoding="utf-8").splitlines()
+            if re.search(r"\|\s*safe\b", line)]
+    assert safe == [("report.html.j2", "{{ css | safe }}")]

@@ -1,5 +1,5 @@
-"""The report's seed 002 section (Tables I-V, appropriation), from a synthetic run store of the
-parallel-tcp-stiff-udp profile's 9 scenarios with plausible numbers."""
+"""The report's seed 002 section (Tables I-V, appropriation), rendered through its template from a
+synthetic run store of the parallel-tcp-stiff-udp profile's 9 scenarios with plausible numbers."""
 from __future__ import annotations
 
 import csv
@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import report_fixtures
-from longhaul.reports import render
-from longhaul.collectors.studies.stiff_udp import section as stiff_udp_section
+
+from longhaul.appliance.report import render_html
 from longhaul.collectors.store.reader import load_store
+from longhaul.collectors.studies.stiff_udp import section as stiff_udp_section
+from longhaul.reports.render import render_section
 
 TAU, M, PERIOD, INTERVAL_MS = 240.0, 100.0, 9.8696, 10.0
 I_MBPS = 84 * 8 / (INTERVAL_MS / 1000) / 1e6          # fping's 84-byte echo every 10 ms
@@ -168,6 +169,11 @@ def _json(path: Path, obj) -> None:
     path.write_text(json.dumps(obj))
 
 
+def _section(run: Path) -> str | None:
+    """The section's HTML as the report places it (None: the section does not apply)."""
+    return render_section(stiff_udp_section.SECTION, load_store(run))
+
+
 def _row(html: str, table_start: str, row: str) -> list[str]:
     """The cells of `row` in the first table after the heading containing `table_start`."""
     part = html[html.index(table_start):]
@@ -179,7 +185,7 @@ def _row(html: str, table_start: str, row: str) -> list[str]:
 
 @pytest.mark.parametrize("manifest_cells", [True, False], ids=["manifest-cell", "profile-snapshot"])
 def test_tables_with_ours_and_paper(tmp_path, manifest_cells):
-    html = stiff_udp_section.section(load_store(make_run(tmp_path, manifest_cells=manifest_cells)))
+    html = _section(make_run(tmp_path, manifest_cells=manifest_cells))
     assert html and html.startswith('<section id="stiff-udp">')
     t1, t2 = capacity_mb(1, 10), capacity_mb(50, 80)
     assert abs(t1 - 2832.18) < 0.01 and abs(t2 - 1045.30) < 0.01
@@ -216,7 +222,7 @@ def test_tables_with_ours_and_paper(tmp_path, manifest_cells):
 def test_missing_cells_and_trials_degrade(tmp_path):
     run = make_run(tmp_path, skip=("udp50-80-p5", "cross-p1"), fail={(f"{PROFILE}-001", 2)},
                    no_rtt={(f"{PROFILE}-002", 1)})
-    html = stiff_udp_section.section(load_store(run))
+    html = _section(run)
     row = _row(html, "TABLE II equivalent", "Parallel 5")
     assert row[0] == "–" and row[1] == "27.6" and row[7] == "0"
     assert "No Parallel 5 cell (UDP 50-80)" in html
@@ -232,24 +238,42 @@ def test_missing_cells_and_trials_degrade(tmp_path):
 
 def test_only_one_range_and_no_cross(tmp_path):
     run = make_run(tmp_path, skip=tuple(n for n in SCENARIOS if not n.startswith("udp1-10")))
-    html = stiff_udp_section.section(load_store(run))
+    html = _section(run)
     assert "TABLE I equivalent" in html and "TABLE II equivalent" not in html
     assert "UDP 50-80 Mb/s in this run: TABLE II is not reproduced" in html
     assert "Table III and the appropriation" in html
 
 
 def test_no_seed002_cells_gives_none(tmp_path):
-    assert stiff_udp_section.section(load_store(report_fixtures.make_store(tmp_path))) is None
+    assert _section(report_fixtures.make_store(tmp_path)) is None
 
 
 def test_broken_store_is_a_note_not_an_exception(tmp_path, monkeypatch):
-    store = load_store(make_run(tmp_path))
+    run = make_run(tmp_path)
     monkeypatch.setattr(stiff_udp_section, "_effectiveness", lambda *a: 1 / 0)
-    html = stiff_udp_section.section(store)
+    html = _section(run)
     assert "The seed 002 analysis failed" in html
 
 
-def test_whole_report_renders_with_the_section(tmp_path, monkeypatch):
-    monkeypatch.setattr(render, "EXTRA_SECTIONS", (*render.EXTRA_SECTIONS, stiff_udp_section))
-    page = render.render_html(make_run(tmp_path))
+def test_whole_report_renders_with_the_section(tmp_path):
+    page = render_html(make_run(tmp_path))
     assert 'id="stiff-udp"' in page and "TABLE III equivalent" in page
+    assert page.index('id="stiff-udp"') < page.index('<section id="notes">')
+
+
+def test_one_trial_shows_no_spread(tmp_path):
+    run = make_run(tmp_path, fail={(f"{PROFILE}-001", 2), (f"{PROFILE}-001", 3)})
+    row = _row(_section(run), "TABLE I equivalent", "Baseline 1")
+    assert row[0] == f"{70.0 * SCALE[0]:.2f}" and "±" not in row[5] and row[7] == "1"
+
+
+def test_stored_markup_is_escaped(tmp_path):
+    # a cell id reaches the notes; a failing trial and a missing range make sure there are some
+    run = make_run(tmp_path, skip=("udp50-80-p5",), fail={(f"{PROFILE}-001", 2)})
+    evil = "<script>x"                      # no "/": the id is also a directory name
+    old = f"{PROFILE}-001"
+    (run / "cells" / old).rename(run / "cells" / f"{evil}-001")
+    for name in ("summary.json", "manifest.json"):
+        (run / name).write_text((run / name).read_text().replace(f'"{old}"', f'"{evil}-001"'))
+    html = _section(run)
+    assert "<script>" not in html and "Cell &lt;script&gt;x-001: 2 of 3 trials ok" in html

@@ -9,10 +9,19 @@ import numpy as np
 import pytest
 
 from longhaul.appliance.config.profiles import load_profile
-from longhaul.collectors.studies.throughput_profile.analysis import (Config, InputError, Trial, attach_traces,
-                                                    box_stats, build_profiles, capacity_of,
-                                                    load_trace, load_trials, read_trace,
-                                                    read_trials_csv)
+from longhaul.collectors.studies.throughput_profile.analysis import (
+    Config,
+    InputError,
+    Trial,
+    attach_traces,
+    box_stats,
+    build_profiles,
+    capacity_of,
+    load_trace,
+    load_trials,
+    read_trace,
+    read_trials_csv,
+)
 
 DATA = Path(__file__).parent / "data" / "profile"
 PROFILES = Path(__file__).parent.parent / "profiles"
@@ -206,3 +215,20 @@ def test_a_flows_own_buffer_wins_over_the_hosts(tmp_path):
     by_cell = {t.trace.parent.parent.name: t.buffer for t in load_trials(run)}
     assert by_cell[manifest["cells"][0]["id"]] == "4000000"
     assert by_cell[manifest["cells"][1]["id"]] == "normal"
+
+
+# ---- the shared analysis (study.analyse: the CLI's and the report section's) -------------------------
+
+def test_analyse_gathers_profiles_fits_and_dynamics(tmp_path):
+    from longhaul.collectors.studies.throughput_profile.study import analyse
+    trials = load_trials(fake_run.make_run(tmp_path))
+    result = analyse(trials)
+    assert result.rtts_ms == sorted(fake_run.RTTS)
+    assert list(result.profiles) == list(build_profiles(trials))
+    assert (result.capacity_mbps, result.capacity_source) == (fake_run.RATE, "bottleneck rate")
+    assert set(result.fits) == set(result.profiles)
+    assert len(result.traces) == len(trials) and result.missing_traces == 0
+    given = analyse(trials, capacity_mbps=5000.0, dynamics=False)
+    assert (given.capacity_mbps, given.capacity_source, given.traces) == (5000.0, "given", None)
+    bare = [Trial("cubic", 1, "large", r, 1, 700.0 - r) for r in (1.0, 2.0, 3.0)]
+    assert analyse(bare, dynamics=False).capacity_source == "best profile mean"

@@ -69,31 +69,27 @@ def load(source: Path, traces: Path | None = None):
 
 def analyze_profile(source: Path, traces: Path | None = None, capacity: float | None = None,
                     dynamics: bool = True) -> dict:
-    """Profiles, box statistics, transition RTTs and (optionally) dynamics as one JSON-able dict."""
+    """The study's analysis (throughput_profile.study.analyse, which the report's section draws
+    too) as one JSON-able dict: profiles, box statistics, transition RTTs and optionally dynamics."""
     from longhaul.collectors.studies.throughput_profile import dynamics as dyn
-    from longhaul.collectors.studies.throughput_profile.analysis import box_stats, build_profiles, capacity_of, distinct_rtts
-    from longhaul.collectors.studies.throughput_profile.transition_rtt import fit_profiles
+    from longhaul.collectors.studies.throughput_profile.analysis import box_stats
+    from longhaul.collectors.studies.throughput_profile.study import analyse
 
-    trials = load(source, traces)
-    profiles = build_profiles(trials)
-    scale = capacity_of(trials, profiles, capacity)
-    fits = fit_profiles(profiles, scale)
-    out = {"format": ANALYSIS_FORMAT, "version": 1, "source": str(source), "trials": len(trials),
-           "capacity_mbps": scale,
-           "capacity_source": "given" if capacity else
-           "bottleneck rate" if any(t.capacity_mbps for t in trials) else "best profile mean",
-           "rtts_ms": distinct_rtts(trials),
+    result = analyse(load(source, traces), capacity, dynamics)
+    out = {"format": ANALYSIS_FORMAT, "version": 1, "source": str(source), "trials": len(result.trials),
+           "capacity_mbps": result.capacity_mbps, "capacity_source": result.capacity_source,
+           "rtts_ms": result.rtts_ms,
            "profiles": [{**_key(c), "points": [
                {"rtt_ms": float(r), "mean_mbps": float(m), "std_mbps": float(s), "n": int(n),
                 "box": box_stats(samples)}
                for r, m, s, n, samples in zip(p.rtt_ms, p.mean, p.std, p.n, p.samples)]}
-               for c, p in profiles.items()],
-           "transitions": [{**_key(c), **f.as_dict()} for c, f in fits.items()],
+               for c, p in result.profiles.items()],
+           "transitions": [{**_key(c), **f.as_dict()} for c, f in result.fits.items()],
            "dynamics": None}
-    if dynamics:
-        traced, missing = dyn.analyse_traces(trials)
+    if result.traces is not None:
+        traced = result.traces
         out["dynamics"] = {
-            "traces": len(traced), "missing": missing,
+            "traces": len(traced), "missing": result.missing_traces,
             "estimator": "per trace: mean ln|dM/dX| with dM/dX from the nearest state; spread: std of "
                          "the successive-point estimates ln|(X[i+2]-X[i+1])/(X[i+1]-X[i])|",
             "per_cell": dyn.summarise(traced),
@@ -132,8 +128,8 @@ def advise(source: Path, rtt_ms: float, traces: Path | None = None, **filters):
 
 def measure_rtt(host: str) -> float:
     """Section 5.1 step 1: the RTT to the destination, from this machine (fping bursts)."""
-    from longhaul.hardware.path_rtt import idle_rtt
     from longhaul.hardware.executors.process import LocalExecutor, ProcessTable
+    from longhaul.hardware.path_rtt import idle_rtt
 
     rtt = idle_rtt(LocalExecutor("controller", ProcessTable()), host)
     if rtt is None:
@@ -185,6 +181,11 @@ def cmd_advise(args) -> int:
     return 0
 
 
+def _mean_std(point: dict) -> str:
+    # one repeat has no spread: its std (0.0 in the JSON) is not printed as "± 0"
+    return f"{point['mean_mbps']:.0f}" + (f" ± {point['std_mbps']:.0f}" if point["n"] >= 2 else "")
+
+
 def _print_analysis(result: dict) -> None:
     console = Console()
     rtts = result["rtts_ms"]
@@ -197,7 +198,7 @@ def _print_analysis(result: dict) -> None:
     for p in result["profiles"]:
         at = {pt["rtt_ms"]: pt for pt in p["points"]}
         table.add_row(p["cca"], str(p["streams"]), p["buffer"],
-                      *(f"{at[r]['mean_mbps']:.0f} ± {at[r]['std_mbps']:.0f}" if r in at else "-" for r in rtts))
+                      *(_mean_std(at[r]) if r in at else "-" for r in rtts))
     console.print(table)
     table = Table(title="transition RTT tauT (ms), concave below, convex above (seed 001 Fig. 10)")
     for col in ("cca", "streams", "buffer", "tauT", "profile", "SSE"):

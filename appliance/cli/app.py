@@ -23,7 +23,8 @@ from longhaul.appliance.config.profiles import load_profile
 from longhaul.appliance.run.jobs import plan
 from longhaul.appliance.run.preflight import check_ccas, check_tools, needs_of
 from longhaul.appliance.run.runner import Runner
-from longhaul.collectors.store.writer import RunStore
+from longhaul.collectors.store.records import CellEntry, FlowStats
+from longhaul.collectors.store.writer import FileRunWriter
 from longhaul.core.errors import ConfigError, PreflightError, RunError
 from longhaul.drivers.registry import TOOLS, tool_for
 from longhaul.hardware.backends.netns import leftovers
@@ -95,12 +96,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args) -> int:
-    from longhaul.reports.render import write_report
+    from longhaul.appliance.report import write_report  # start-up: the report brings matplotlib
 
     resume = None
     if args.resume:
         try:
-            resume = RunStore.open(args.resume)
+            resume = FileRunWriter.open(args.resume)
         except FileNotFoundError as exc:
             raise ConfigError(args.resume, None, ("--resume",), None, str(exc)) from None
         config = load_config(resume.dir / "config.toml", list(resume.manifest["profiles"]),
@@ -166,7 +167,7 @@ def _tools_table(config) -> Table:
 
 
 def cmd_report(args) -> int:
-    from longhaul.reports.render import write_report
+    from longhaul.appliance.report import write_report  # start-up: the report brings matplotlib
 
     if not (args.run_dir / "summary.json").is_file():
         raise ConfigError(args.run_dir, None, (), None, "not a longhaul run directory (no summary.json)")
@@ -197,28 +198,28 @@ def cmd_profiles(args) -> int:
     return 0
 
 
-def _print_results(store) -> None:
+def _print_results(store: FileRunWriter) -> None:
     table = Table(title=f"results: {store.run_id}")
     for column in ("cell", "scenario", "lab RTT / rate", "flows (mean Mb/s)", "Jain"):
         table.add_column(column)
     for cell in store.cells:
-        lab = cell.get("lab") or {}
-        lab_text = "-"
-        if lab:
-            lab_text = f"{_num(lab['rtt_ms']['measured'])} ms / {_num(lab['rate_mbps']['measured'])} Mb/s"
-        stats = (cell.get("stats") or {}).get("flows", {})
-        flows = ", ".join(f"{name} {_mean_std(s)}" for name, s in stats.items())
-        jain = cell.get("jain")
-        table.add_row(cell["id"], cell["scenario"], lab_text, flows or cell.get("status", "-"),
-                      "-" if jain is None else f"{jain:.3f}")
+        flows = ", ".join(f"{name} {_mean_std(s)}" for name, s in (cell.stats.flows if cell.stats else {}).items())
+        table.add_row(cell.id, cell.scenario, _lab_text(cell), flows or cell.status or "-",
+                      "-" if cell.jain is None else f"{cell.jain:.3f}")
     Console().print(table)
 
 
-def _mean_std(stats: dict) -> str:
+def _lab_text(cell: CellEntry) -> str:
+    if cell.lab is None:
+        return "-"
+    return f"{_num(cell.lab.measured_rtt_ms)} ms / {_num(cell.lab.measured_rate_mbps)} Mb/s"
+
+
+def _mean_std(stats: FlowStats) -> str:
     """A mean, with its spread only when two or more trials give one (one trial has none)."""
-    if (stats.get("n") or 0) < 2:
-        return _num(stats["mean_mbps"])
-    return f"{_num(stats['mean_mbps'])}±{_num(stats['std_mbps'])}"
+    if (stats.n or 0) < 2:
+        return _num(stats.mean_mbps)
+    return f"{_num(stats.mean_mbps)}±{_num(stats.std_mbps)}"
 
 
 def _num(value) -> str:

@@ -111,7 +111,7 @@ def cmd_evaluate(args) -> int:
         path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(f"evaluation: {path}", file=sys.stderr)
         if in_run_dir:      # its report gets the OPS section
-            from longhaul.reports.render import write_report
+            from longhaul.appliance.report import write_report  # start-up: the report brings matplotlib
             for written in write_report(Path(args.out), ("html", "pdf")):
                 print(f"report: {written}", file=sys.stderr)
     if args.json:
@@ -124,23 +124,17 @@ def cmd_evaluate(args) -> int:
 def _ensure_run_dir(run_dir: Path, args) -> None:
     """An evaluation written to a new directory makes it a run directory of its own (manifest and
     summary, no trials) so `longhaul report` renders it; an existing run (an `ops run`) keeps its."""
-    import os
+    from longhaul.collectors.store.format import MANIFEST
+    from longhaul.collectors.store.provenance import run_manifest
+    from longhaul.collectors.store.writer import TriallessRun
 
-    from longhaul.collectors.store.writer import git_revision, now_iso, write_trialless_summary
-    from longhaul.core.tables import write_json
-
-    if (run_dir / "manifest.json").is_file():
+    if (run_dir / MANIFEST).is_file():
         return
     (run_dir / "ops").mkdir(parents=True, exist_ok=True)
-    now = now_iso()
-    write_json(run_dir / "manifest.json", {
-        "format": "longhaul-run", "version": 1, "run_id": run_dir.name, "started": now, "finished": now,
-        "status": "complete", "kind": "ops-evaluation", "longhaul": git_revision(REPO),
-        "host": {"hostname": os.uname().nodename, "kernel": os.uname().release},
-        "config": {"dataset": str(args.dataset), "test": str(args.test) if args.test else None, "w": args.w,
-                   "folds": args.folds, "classifiers": args.classifiers, "k": args.k, "seed": args.seed},
-        "cells": []})
-    write_trialless_summary(run_dir, "complete")
+    TriallessRun(run_dir, run_manifest(
+        run_dir.name, repo=REPO, kind="ops-evaluation", status="complete", finished=True,
+        config={"dataset": str(args.dataset), "test": str(args.test) if args.test else None, "w": args.w,
+                "folds": args.folds, "classifiers": args.classifiers, "k": args.k, "seed": args.seed}))
 
 
 def evaluation_path(out: Path) -> Path:

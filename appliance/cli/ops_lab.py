@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from pathlib import Path
 
-from longhaul.hardware.cleanup import Interrupted
+from longhaul.appliance.cli.progress import Progress
+from longhaul.appliance.config.load import load_config
+from longhaul.appliance.ops.experiments import record_dataset, run_fig29
+from longhaul.appliance.ops.lab import load_ops_lab
+from longhaul.appliance.ops.plans import SCHEMES
+from longhaul.collectors.studies.ops.dataset import BACKGROUND_CLASSES
+from longhaul.collectors.studies.ops.decision import KNOWN_CCAS
+from longhaul.collectors.studies.ops.decision import load as load_decision
+from longhaul.collectors.studies.ops.model import ModelError
+from longhaul.collectors.studies.ops.model import load as load_model
 from longhaul.core.errors import ConfigError, RunError
-from longhaul.core.paths import REPO
+from longhaul.hardware.cleanup import Interrupted
 
 DEFAULT_LAB = Path("profiles/ops/lab.toml")
-SCHEMES = ("Fixed:CUBIC", "Fixed:BBR", "Adaptive")
 
 
 def add_parsers(ops_sub) -> None:
@@ -22,6 +28,8 @@ def add_parsers(ops_sub) -> None:
     record.add_argument("--duration", type=float, help="seconds per class and probing mode")
     record.add_argument("--probing", default="passive,active", help="passive, active or both (comma-separated)")
     record.add_argument("--classes", help="comma-separated subset of the classes (default: all six)")
+    record.add_argument("--config", type=Path, default=Path("config.toml"),
+                        help="the lab backend, verification and store settings (defaults when it does not exist)")
     record.set_defaults(func=cmd_record)
 
     run = ops_sub.add_parser("run", help="seed 000 Figure 29: fixed CUBIC, fixed BBR and adaptive (OPS) foregrounds")
@@ -30,33 +38,27 @@ def add_parsers(ops_sub) -> None:
     run.add_argument("--decision", type=Path, default=Path("profiles/ops/decision.toml"))
     run.add_argument("--background", default="cubic,bbr", help="background streams to test against")
     run.add_argument("--schemes", default=",".join(SCHEMES))
-    size = run.add_mutually_exclusive_group()
-    size.add_argument("--duration", type=float, help="foreground transfer seconds per scheme (default 120)")
-    size.add_argument("--bytes", help="or a foreground transfer of this size per scheme, e.g. 2GB: the "
-                                      "scheme ends when it completes")
+    run.add_argument("--duration", type=float, default=120.0,
+                     help="foreground transfer seconds per scheme (default 120)")
     run.add_argument("--period", type=float, default=30.0, help="seconds of transfer between probes")
     run.add_argument("--fixed", choices=("cycled", "continuous"), default="cycled",
                      help="fixed schemes probe and transfer in the same cycle as Adaptive, as in seed 000 "
                           "§6.7 (cycled), or transfer without pause (continuous)")
     run.add_argument("--settle", type=float, default=0.0, metavar="S",
                      help="seconds between a transfer's end and the next probe (default 0, as in the paper)")
-    run.add_argument("--out", type=Path, default=Path("runs"), help="runs are stored below this directory")
+    run.add_argument("--out", type=Path, help="store the run below this directory instead of [store] dir")
+    run.add_argument("--config", type=Path, default=Path("config.toml"),
+                     help="the lab backend, verification and store settings (defaults when it does not exist)")
     run.set_defaults(func=cmd_run)
 
 
 def _lab_spec(path: Path):
-    from longhaul.appliance.ops.lab import load_ops_lab
-
     if not path.is_file():
         raise ConfigError(path, None, ("--lab",), str(path), "no such OPS lab file")
     return load_ops_lab(path)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from longhaul.collectors.studies.ops.dataset import BACKGROUND_CLASSES
-    from longhaul.appliance.ops.experiments import record_dataset
-    from longhaul.appliance.ops.lab import OpsLab
-
     spec = _lab_spec(args.lab)
     if args.duration:
         spec = spec.model_copy(update={"record": spec.record.model_copy(update={"duration_s": args.duration})})
@@ -71,39 +73,19 @@ def cmd_record(args: argparse.Namespace) -> int:
             raise ConfigError(None, None, ("--classes",), unknown, f"classes are: {', '.join(classes)}")
         classes = {c: classes[c] for c in wanted}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    with OpsLab(spec, args.out.parent / f"{args.out.stem}-lab") as ops:
-        record_dataset(spec, ops, classes, modes, args.out, say=lambda m: print(m, file=sys.stderr))
-    print(args.out)
+    out, _ = record_dataset(spec, classes, modes, args.out, args.config, Progress())
+    print(out)
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from longhaul.collectors.studies.ops.decision import KNOWN_CCAS
-    from longhaul.collectors.studies.ops.decision import load as load_decision
-    from longhaul.collectors.studies.ops.model import ModelError, classify
-    from longhaul.collectors.studies.ops.model import load as load_model
-    from longhaul.reports.render import write_report
-    from longhaul.appliance.ops.experiments import PAPER_FIG29, fig29_entry, run_scheme, write_fig29
-    from longhaul.appliance.ops.lab import OpsLab
-    from longhaul.core.units import parse_size
-    from longhaul.collectors.store.writer import new_run_id, now_iso, write_trialless_summary
-    from longhaul.core.tables import write_json
-
     spec = _lab_spec(args.lab)
     try:
         model = load_model(args.model)
     except ModelError as exc:
         raise ConfigError(args.model, None, ("--model",), None, str(exc).split(": ", 1)[-1]) from exc
     decision = load_decision(args.decision, model.classes)   # every class the model can answer is mapped
-    total_bytes = None
-    if args.bytes is not None:
-        try:
-            total_bytes = parse_size(args.bytes)
-        except ValueError as exc:
-            raise ConfigError(None, None, ("--bytes",), args.bytes, str(exc)) from exc
-    elif args.duration is None:
-        args.duration = 120.0
-    if args.duration is not None and not args.duration >= 2:
+    if not args.duration >= 2:
         raise ConfigError(None, None, ("--duration",), args.duration, "seconds, at least 2")
     if not args.period >= 1:
         raise ConfigError(None, None, ("--period",), args.period, "seconds, at least 1")
@@ -115,58 +97,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError(None, None, ("--background",), args.background,
                           f"comma-separated Linux congestion controls: {', '.join(KNOWN_CCAS)}")
     schemes = [s for s in args.schemes.split(",") if s]
-    if any(s not in SCHEMES for s in schemes):
+    if not schemes or any(s not in SCHEMES for s in schemes):
         raise ConfigError(None, None, ("--schemes",), args.schemes, f"a subset of {', '.join(SCHEMES)}")
-    run_dir = args.out / new_run_id()
-    (run_dir / "raw").mkdir(parents=True)
-    entries = []
-    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
-    manifest: dict = {}
-    failure: Exception | None = None
+    out_root = args.out or _store_dir(args.config)
+    try:
+        run = run_fig29(spec, model, decision, backgrounds, schemes, args.duration, args.period,
+                        args.fixed == "cycled", args.settle, out_root, args.config, Progress())
+    except (RunError, Interrupted) as exc:
+        _report_newest(out_root)
+        raise exc
+    from longhaul.appliance.report import write_report  # start-up: the report brings matplotlib
 
-    def finish(status: str) -> None:     # the schemes done so far stay in fig29.json and the report
-        manifest.update(status=status, finished=now_iso())
-        write_json(run_dir / "manifest.json", manifest)
-        write_trialless_summary(run_dir, status)
-        for path in write_report(run_dir, ("html", "pdf")):
+    for path in write_report(run.run_dir, ("html", "pdf")):
+        print(f"report: {path}")
+    print(run.run_dir)
+    return 0 if run.status == "complete" else 1
+
+
+def _store_dir(config: Path) -> Path:
+    return load_config(config, []).store_dir if config.is_file() else Path("runs")
+
+
+def _report_newest(out_root: Path) -> None:
+    """A run cut short keeps its report: the schemes done so far."""
+    from longhaul.appliance.report import write_report  # start-up: the report brings matplotlib
+
+    runs = sorted(Path(out_root).glob("*/ops/plan.json"), key=lambda p: p.stat().st_mtime)
+    if runs:
+        for path in write_report(runs[-1].parent.parent, ("html", "pdf")):
             print(f"report: {path}")
-
-    with OpsLab(spec, run_dir / "lab") as ops:
-        manifest.update(_manifest(run_dir, spec, ops, args, model, total_bytes))
-        write_json(run_dir / "manifest.json", manifest)
-        write_trialless_summary(run_dir, "running")
-        try:
-            for background in backgrounds:
-                for scheme in schemes:
-                    say(f"background {background}, foreground {scheme}")
-                    raw = run_dir / "raw" / f"{background}-{scheme.replace(':', '-').lower()}"
-                    raw.mkdir(parents=True)   # each scheme's own: bg-1-<cca>.json would repeat
-                    res = run_scheme(ops, background, scheme, args.duration, raw, total_bytes=total_bytes,
-                                     classify=lambda rtts: classify(model, rtts), decide=decision.cca_for,
-                                     w=model.w, period_s=args.period, active=model.probing == "active",
-                                     cycled=args.fixed == "cycled", settle_s=args.settle, say=say)
-                    right = decision.cca_for(background) if background in model.classes else None
-                    entries.append(fig29_entry(res, PAPER_FIG29.get((background, scheme), {}), right))
-                    write_fig29(run_dir, entries)
-        except (RunError, Interrupted) as exc:
-            failure = exc            # the lab is torn down first; then the partial results are written
-    finish("failed" if failure else "complete")
-    print(run_dir)
-    if failure:
-        raise failure
-    return 0
-
-
-def _manifest(run_dir: Path, spec, ops, args, model, total_bytes: int | None) -> dict:
-    from longhaul.appliance.ops.experiments import lab_conditions
-    from longhaul.collectors.store.writer import git_revision, now_iso
-
-    return {"format": "longhaul-run", "version": 1, "run_id": run_dir.name, "started": now_iso(),
-            "finished": None, "status": "running", "kind": "ops-run",
-            "longhaul": git_revision(REPO),
-            "host": {"hostname": os.uname().nodename, "kernel": os.uname().release},
-            "backend": "netns", "features": ops.features.as_dict(), "tools": lab_conditions(spec, ops)["tools"],
-            "config": {"lab": str(args.lab), "model": str(args.model), "decision": str(args.decision),
-                       "duration_s": args.duration, "bytes": total_bytes, "period_s": args.period,
-                       "fixed": args.fixed, "settle_s": args.settle},
-            "ops_lab": lab_conditions(spec, ops), "cells": []}
+        print(runs[-1].parent.parent)

@@ -18,7 +18,7 @@ from longhaul.drivers.patterns import span
 
 def planned_trial_s(spec) -> float:
     """The flows' planned span plus iperf3's set-up and result exchange, about 8 round trips."""
-    ends = [span(f)[1] or span(f)[0] for f in spec.cell.flows]
+    ends = [span(f)[1] or span(f)[0] for f in spec.cell.flows] + [spec.cell.probe.duration_s or 0.0]
     return max(ends) + 8 * spec.cell.topology.rtt_ms / 1000
 
 

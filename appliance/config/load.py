@@ -129,3 +129,9 @@ def _lab(path: Path, source, section: LabSection):
     except SettingError as exc:
         loc = ("lab", *exc.keypath)
         raise ConfigError(path, source.line_of(loc), loc, exc.value, exc.allowed) from None
+    except OSError as exc:
+        # a path these settings name that the file system refuses (a name longer than NAME_MAX, a
+        # directory without permission): the backends look for files, they do not expect this
+        loc = ("lab",)
+        raise ConfigError(path, source.line_of(loc), loc, exc.filename,
+                          f"paths the file system can use ({exc.strerror})") from None

@@ -46,7 +46,7 @@ class ProfileFile(Strict):
     topology: dict = {}
     tuning: dict = {}
     probe: dict = {}
-    flows: list[dict] = Field(min_length=1)
+    flows: list[dict] = []
     scenarios: list[Scenario] = []
 
 
@@ -103,7 +103,10 @@ def _scale_durations(cell: Cell, scale: float) -> Cell:
         return cell
     flows = [f.model_copy(update={"duration_s": f.duration_s * scale}) if f.duration_s else f
              for f in cell.flows]
-    return cell.model_copy(update={"flows": flows})
+    probe = cell.probe
+    if probe.duration_s:
+        probe = probe.model_copy(update={"duration_s": probe.duration_s * scale})
+    return cell.model_copy(update={"flows": flows, "probe": probe})
 
 
 def _expand(source: TomlSource, raw: ProfileFile, scenario: Scenario, s_index: int):
@@ -168,7 +171,16 @@ def _expand(source: TomlSource, raw: ProfileFile, scenario: Scenario, s_index: i
 
 def find_profile(name: str, profile_dir: Path) -> Path:
     path = Path(profile_dir) / f"{name}.toml"
-    if not path.is_file():
-        available = sorted(p.stem for p in Path(profile_dir).glob("*.toml"))
+    # is_file() and glob() raise for a name the file system refuses (longer than NAME_MAX): that
+    # is no such profile, and a profile_dir that cannot be listed has none
+    try:
+        found = path.is_file()
+    except OSError:
+        found = False
+    if not found:
+        try:
+            available = sorted(p.stem for p in Path(profile_dir).glob("*.toml"))
+        except OSError:
+            available = []
         raise ConfigError(None, None, ("profile",), name, f"no such profile in {profile_dir}; available: {', '.join(available) or 'none'}")
     return path

@@ -49,10 +49,15 @@ class Topology(Strict):
                              "packets (400p) or a BDP multiple (1bdp)")
         data = info.data
         rate, rtt, mtu = data.get("bottleneck_rate_mbps"), data.get("rtt_ms"), data.get("mtu")
-        if None in (rate, rtt, mtu):
-            parse_queue(value, bdp_bytes=1e12, mtu=576)  # another field is already wrong: units only
-        else:
-            parse_queue(value, rate * 1e6 / 8 * rtt / 1e3, mtu)
+        try:
+            if None in (rate, rtt, mtu):
+                parse_queue(value, bdp_bytes=1e12, mtu=576)  # another field is already wrong: units only
+            else:
+                parse_queue(value, rate * 1e6 / 8 * rtt / 1e3, mtu)
+        except OverflowError:
+            # digits beyond a float's range ("1000...0MB") become infinity, which int() refuses
+            raise ValueError("a size of at most 308 digits: bytes (6000000), a size with unit (6MB, 4MiB), "
+                             "packets (400p) or a BDP multiple (1bdp)") from None
         return value
 
 
@@ -77,6 +82,8 @@ class Probe(Strict):
     pair: int = Field(1, ge=1, le=16)
     mode: Literal["burst", "interval"] = "burst"
     interval_ms: float = Field(10.0, ge=1, le=1000)
+    # the trial lasts at least this long: a cell with no flows measures the idle path
+    duration_s: float | None = Field(None, gt=0, le=86_400)
 
 
 class Flow(Strict):
@@ -120,7 +127,9 @@ class Flow(Strict):
     def _protocol_from_tool(cls, data):
         """A tool's first transport is the default: `tool = "udt"` needs no `protocol = "udp"`."""
         if isinstance(data, dict) and "protocol" not in data:
-            tool = TOOLS.get(data.get("tool", "iperf3"))
+            name = data.get("tool", "iperf3")
+            # a tool that is not a name (a table, a list) is the tool field's error, not a lookup's
+            tool = TOOLS.get(name) if isinstance(name, str) else None
             if tool is not None:
                 data = {**data, "protocol": tool.rules.transports[0]}
         return data
@@ -194,7 +203,7 @@ class Cell(Strict):
     topology: Topology = Topology()
     tuning: Tuning = Tuning()
     probe: Probe = Probe()
-    flows: list[Flow] = Field(min_length=1)
+    flows: list[Flow] = []
 
     def cross_field_problems(self) -> list[tuple[tuple, object, str]]:
         """(key path, value, what is allowed) for what single fields cannot check alone."""
@@ -206,6 +215,8 @@ class Cell(Strict):
             seen.add(flow.name)
             if flow.pair > self.topology.pairs:
                 problems.append((("flows", index, "pair"), flow.pair, f"a pair from 1 to topology.pairs = {self.topology.pairs}"))
+        if not self.flows and self.probe.duration_s is None:
+            problems.append((("flows",), None, "at least one flow, or probe.duration_s for a cell that only probes"))
         if self.probe.pair > self.topology.pairs:
             problems.append((("probe", "pair"), self.probe.pair, f"a pair from 1 to topology.pairs = {self.topology.pairs}"))
         return problems

@@ -9,16 +9,21 @@ the whole run and asks it for a Lab whenever the topology changes; it never know
 from __future__ import annotations
 
 import logging
+import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from longhaul.appliance.config.load import Config
 from longhaul.appliance.config.profiles import CellSpec
 from longhaul.appliance.run.jobs import Job, PlannedCell, plan, schedule
 from longhaul.appliance.run.preflight import check_ccas, check_tools, needs_of
-from longhaul.appliance.run.trial import run_trial
+from longhaul.appliance.run.trial import Chooser, run_trial
 from longhaul.appliance.run.verify import verify
-from longhaul.collectors.store.writer import RunStore, new_run_id
+from longhaul.collectors.store.format import LAB_DIR, RUN_LOG
+from longhaul.collectors.store.provenance import new_run_id, run_manifest, tool_versions
+from longhaul.collectors.store.records import CellEntry, DeclaredCell, FlowDecl, Topology, Verification
+from longhaul.collectors.store.writer import FileRunWriter
 from longhaul.core.errors import RunError
 from longhaul.core.paths import REPO
 from longhaul.hardware.backends.base import LabSpec, LinkSettings, RunContext
@@ -34,13 +39,17 @@ def lab_key(spec: CellSpec) -> tuple:
 
 
 class Runner:
-    def __init__(self, config: Config, progress, out_root: Path | None = None, resume: RunStore | None = None):
+    def __init__(self, config: Config, progress, out_root: Path | None = None, resume: FileRunWriter | None = None,
+                 choosers: Callable[[CellSpec], dict[str, Chooser]] | None = None):
+        """choosers: per cell, the flows whose bursts' congestion control is decided during the
+        trial (OPS's adaptive scheme) and who decides it."""
         self.config = config
         self.progress = progress
         self.out_root = Path(out_root) if out_root else config.store_dir
         self.procs = ProcessTable()
         self.failed_cells: set[str] = set()
-        self.store: RunStore | None = resume
+        self.choosers = choosers
+        self.store: FileRunWriter | None = resume
         self._session = None
         self._lab = None
         self._lab_key = None
@@ -48,7 +57,7 @@ class Runner:
         self._labs_built = 0
         self._verified_in: dict[str, int] = {}   # cell id -> the lab build it was verified in
 
-    def run(self) -> RunStore:
+    def run(self) -> FileRunWriter:
         config = self.config
         needs = needs_of(config)
         check_tools(config, here=False)          # every tool has a driver, before any lab is touched
@@ -63,7 +72,7 @@ class Runner:
             self._session = session
             return self._run(session, run_id, ctx.tag)
 
-    def _run(self, session, run_id: str, tag: str) -> RunStore:
+    def _run(self, session, run_id: str, tag: str) -> FileRunWriter:
         cells = plan(self.config)
         resuming = self.store is not None
         store = self.store if resuming else self._new_store(session, cells, run_id)
@@ -71,7 +80,7 @@ class Runner:
             store.resumed()
         order = store.manifest["order"]
         jobs = schedule(cells, order["mode"], order["seed"], store.done_trials())
-        logging.getLogger().addHandler(_file_handler(store.dir / "run.log"))
+        logging.getLogger().addHandler(_file_handler(store.dir / RUN_LOG))
         status = "failed"
         with CleanupStack() as cleanup:
             cleanup.push("stop processes", self.procs.stop_all)
@@ -96,72 +105,73 @@ class Runner:
                     store.finish(status)          # also when a signal is delivered after the teardown
         return store
 
-    def _new_store(self, session, cells: list[PlannedCell], run_id: str) -> RunStore:
+    def _new_store(self, session, cells: list[PlannedCell], run_id: str) -> FileRunWriter:
         run_cfg = self.config.data.run
         seed = run_cfg.seed if run_cfg.seed is not None else secrets.randbelow(2**31)
-        store = self.store = RunStore(self.out_root, run_id)
-        store.write_manifest(config=self.config, features=session.features, backend=self.config.backend.name,
-                             repo=REPO, cells=[c.spec for c in cells], order={"mode": run_cfg.order, "seed": seed})
-        store.snapshot_sources(self.config)
+        store = self.store = FileRunWriter.create(self.out_root, run_id)
+        store.write_manifest(_manifest(self.config, session, [c.spec for c in cells], run_id,
+                                       {"mode": run_cfg.order, "seed": seed}))
+        store.snapshot_sources(self.config.path.read_text(), {p.name: p.source_text for p in self.config.profiles})
         for planned in cells:   # every cell listed in plan order from the start, whatever the run order
-            store.begin_cell(planned.spec, status="pending")
+            store.begin_cell(cell_entry(planned.spec, status="pending"))
         return store
 
-    def _mark_running(self, store: RunStore, status: str, error: str | None = None) -> None:
+    def _mark_running(self, store: FileRunWriter, status: str, error: str | None = None) -> None:
         for entry in store.cells:
-            if entry["status"] == "running":
+            if entry.status == "running":
                 store.end_cell(entry, status, error)
-            elif entry["status"] == "pending":
+            elif entry.status == "pending":
                 store.end_cell(entry, "not run")
 
-    def _jobs(self, jobs: list[Job], cells: list[PlannedCell], store: RunStore, tag: str) -> None:
+    def _jobs(self, jobs: list[Job], cells: list[PlannedCell], store: FileRunWriter, tag: str) -> None:
         self.progress.start_run(store.dir, jobs)
         remaining = {c.spec.id: sum(1 for j in jobs if j.spec.id == c.spec.id) for c in cells}
         for number, job in enumerate(jobs, start=1):
             spec = job.spec
-            if spec.id in self.failed_cells and store.entry(spec) and store.entry(spec)["status"] == "refused":
+            if spec.id in self.failed_cells and store.entry(spec.id) and store.entry(spec.id).status == "refused":
                 continue
             lab = self._ensure_lab(spec, store, tag)
-            entry = store.entry(spec) or store.begin_cell(spec)
-            entry["status"] = "running"
+            entry = store.entry(spec.id) or store.begin_cell(cell_entry(spec))
+            entry.status = "running"
             self.progress.start_cell(number, spec)
             if not self._checked(lab, spec, entry, store):
                 continue
             self.progress.start_trial(job.trial, job.repeats)
-            trial_dir = store.cell_dir(spec) / f"trial-{job.trial}"
-            idle = (entry.get("lab") or {}).get("rtt_ms", {}).get("measured")
-            trial = run_trial(lab, spec, job.trial, trial_dir, idle, self.progress.tick)
-            store.record_trial(entry, spec, trial)
-            self.progress.end_trial(trial)
-            if trial["status"] != "ok":
+            trial_dir = store.trial_dir(spec.id, job.trial)
+            idle = entry.lab.measured_rtt_ms if entry.lab else None
+            trial = run_trial(lab, spec, job.trial, trial_dir, idle, self.progress.tick,
+                              self.choosers(spec) if self.choosers else None)
+            store.record_trial(entry, trial)
+            self.progress.end_trial(trial.to_dict())
+            if not trial.ok:
                 self.failed_cells.add(spec.id)
             remaining[spec.id] -= 1
             if remaining[spec.id] == 0:
                 store.end_cell(entry, "complete" if spec.id not in self.failed_cells else "failed")
 
-    def _checked(self, lab, spec: CellSpec, entry: dict, store: RunStore) -> bool:
+    def _checked(self, lab, spec: CellSpec, entry: CellEntry, store: FileRunWriter) -> bool:
         """Full verification before a cell's first trial; after a rebuild of its lab, the idle RTT."""
         settings = self.config.data.verify
         if not settings.enabled or self._verified_in.get(spec.id) == self._labs_built:
             return True
-        if entry.get("lab") and entry["lab"].get("ok"):
+        if entry.lab and entry.lab.ok:
             pair = spec.cell.probe.pair
             measured = idle_rtt(lab.executor(f"S{pair}"), lab.address(f"D{pair}"))
-            tolerance = entry["lab"]["tolerance"]["rtt_ms"]
+            tolerance = entry.lab.tolerance.rtt_ms
             if measured is not None and abs(measured - spec.cell.topology.rtt_ms) <= tolerance:
                 self._verified_in[spec.id] = self._labs_built
                 return True
-        verification = verify(lab, spec, settings, store.cell_dir(spec))
-        store.record_verification(entry, spec, verification)
-        self.progress.verified(verification)
-        if not verification["ok"]:
+        verification = Verification.from_dict(verify(lab, spec, settings, store.cell_dir(spec.id)))
+        store.record_verification(entry, verification)
+        self.progress.verified(verification.to_dict())
+        if not verification.ok:
             self.failed_cells.add(spec.id)
-            store.end_cell(entry, "refused", "; ".join(verification["problems"]))
+            store.end_cell(entry, "refused", "; ".join(verification.problems))
             return False
         self._verified_in[spec.id] = self._labs_built
         return True
 
-    def _ensure_lab(self, spec: CellSpec, store: RunStore, tag: str):
+    def _ensure_lab(self, spec: CellSpec, store: FileRunWriter, tag: str):
         if self._lab is not None and lab_key(spec) == self._lab_key:
             return self._lab
         self._teardown_lab()
@@ -169,7 +179,7 @@ class Runner:
         topo = spec.cell.topology
         wanted = LabSpec(topo.pairs, topo.access_rate_mbps, topo.bottleneck_rate_mbps, topo.mtu,
                          LinkSettings(topo.rtt_ms, topo.queue_bytes, spec.cell.tuning.cca, spec.cell.tuning.buffer))
-        workdir = store.dir / "lab" / f"lab-{self._labs_built}"
+        workdir = store.dir / LAB_DIR / f"lab-{self._labs_built}"
         workdir.mkdir(parents=True, exist_ok=True)
         self._lab_cleanup = CleanupStack()
         lab = self._session.lab(wanted, f"{tag}{self._labs_built}", self._lab_cleanup, workdir)
@@ -195,3 +205,31 @@ def _file_handler(path: Path) -> logging.Handler:
     handler.setLevel(logging.DEBUG)
     return handler
 
+
+# The store's records of a cell, built here because the store knows no profile types (layers).
+
+def cell_entry(spec: CellSpec, status: str = "running") -> CellEntry:
+    topo = spec.cell.topology
+    return CellEntry(
+        id=spec.id, profile=spec.profile, scenario=spec.scenario, params=spec.params,
+        topology=Topology(pairs=topo.pairs, access_rate_mbps=topo.access_rate_mbps,
+                          bottleneck_rate_mbps=topo.bottleneck_rate_mbps, rtt_ms=topo.rtt_ms,
+                          queue_bytes=topo.queue_bytes, mtu=topo.mtu),
+        labels=spec.labels, reference=spec.reference, status=status,
+        flows=[FlowDecl(name=f.name, role=f.role, tool=f.tool, protocol=f.protocol,
+                        cca=spec.cell.flow_cca(f) if f.protocol == "tcp" else None, pair=f.pair,
+                        streams=f.streams, pattern=f.pattern) for f in spec.cell.flows])
+
+
+def declared_cell(spec: CellSpec) -> DeclaredCell:
+    return DeclaredCell(id=spec.id, profile=spec.profile, scenario=spec.scenario, params=spec.params,
+                        labels=spec.labels, reference=spec.reference, cell=spec.cell.model_dump())
+
+
+def _manifest(config: Config, session, cells: list[CellSpec], run_id: str, order: dict) -> dict:
+    return run_manifest(
+        run_id, repo=REPO, backend=config.backend.name, features=session.features.as_dict(), tools=tool_versions(),
+        config_path=str(config.path), config=config.raw, time_scale_override=config.time_scale,
+        profiles={p.name: {"path": str(p.path), "description": p.meta.description, "repeats": p.meta.repeats,
+                           "time_scale": p.meta.time_scale, "source": p.source_text} for p in config.profiles},
+        cells=[declared_cell(c).to_dict() for c in cells], order=order, pid=os.getpid())

@@ -5,23 +5,42 @@ by a flow's bursts; other tools get a receiver per burst, started SERVER_LEAD_S 
 launched early by the tool's set-up time ((2 + streams) round trips: control connection, parameter
 exchange, one connect per stream) so that data starts at the declared time; events.csv records
 when each burst was planned, launched and when its process ended.
+
+A flow may have a chooser (`Chooser`): just before each of its bursts starts, it is handed the RTT
+probe's rounds so far and returns the congestion control for that burst with a note of why
+(seed 000's OPS decides from the probe window before each transfer); decisions.csv keeps them.
+A cell with no flows runs the probe alone for probe.duration_s (the idle path).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
 from longhaul.appliance.config.profiles import CellSpec
 from longhaul.appliance.config.schema import Flow
 from longhaul.collectors.live import acked_rate
 from longhaul.collectors.live.host_cpu import StealMeter
-from longhaul.collectors.live.rtt_probe import RttProbe
-from longhaul.collectors.live.socket_sampler import COLUMNS as TCPINFO_COLUMNS
+from longhaul.collectors.live.rtt_probe import RttProbe, RttSample
 from longhaul.collectors.live.socket_sampler import SocketSampler, control_sockets
 from longhaul.collectors.metrics import jain, mbps, rtt_stats
+from longhaul.collectors.store.format import (
+    DECISIONS_COLUMNS,
+    DECISIONS_CSV,
+    EVENTS_COLUMNS,
+    EVENTS_CSV,
+    RTT_COLUMNS,
+    RTT_CSV,
+    TCPINFO_COLUMNS,
+    TCPINFO_CSV,
+    THROUGHPUT_COLUMNS,
+    THROUGHPUT_CSV,
+)
+from longhaul.collectors.store.records import TrialSummary
 from longhaul.core.tables import write_csv
 from longhaul.drivers import ccashim
 from longhaul.drivers.patterns import Burst, bursts, span
@@ -63,6 +82,15 @@ class Launch:
         return self.raw.with_name(self.raw.stem + "-server.out")
 
 
+class Chooser(Protocol):
+    def __call__(self, burst: Burst, rounds: list[RttSample]) -> tuple[str, dict]:
+        """(the burst's congestion control, what to log about the choice)."""
+        ...
+
+
+DECISION_COLUMNS = DECISIONS_COLUMNS     # the store names its files and columns (collectors/store/format.py)
+
+
 @dataclass
 class FlowRun:
     flow: Flow
@@ -71,6 +99,8 @@ class FlowRun:
     tool: Tool
     launches: list[Launch] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    chooser: Chooser | None = None
+    decisions: list[list] = field(default_factory=list)
 
     @property
     def completed(self) -> list[Launch]:
@@ -107,12 +137,13 @@ def burst_spec(run: FlowRun, burst: Burst, cell, workdir: Path, facts: dict, rec
 
 
 def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: float | None,
-              on_tick=None) -> dict:
+              on_tick=None, choosers: dict[str, Chooser] | None = None) -> TrialSummary:
     cell = spec.cell
     raw = trial_dir / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     rtt_for_lead = idle_rtt_ms if idle_rtt_ms is not None else cell.topology.rtt_ms
-    runs = [FlowRun(f, cell.flow_cca(f), BASE_PORT + PORTS_PER_FLOW * i, tool_for(f.tool))
+    choosers = choosers or {}
+    runs = [FlowRun(f, cell.flow_cca(f), BASE_PORT + PORTS_PER_FLOW * i, tool_for(f.tool), chooser=choosers.get(f.name))
             for i, f in enumerate(cell.flows)]
     for run in runs:
         facts = lab.pair_facts(run.flow.pair) if run.tool.needs_link_facts else {}
@@ -130,21 +161,23 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
     except BaseException:       # started servers are the run's to stop; prepared files are ours
         _undo(undo)
         raise
-    first = min(l.launch_at - (0 if r.tool.shared_servers else SERVER_LEAD_S) for r in runs for l in r.launches)
+    first = min((l.launch_at - (0 if r.tool.shared_servers else SERVER_LEAD_S) for r in runs for l in r.launches),
+                default=0.0)
     offset = max(0.0, -first)
     probe = RttProbe(lab.executor(f"S{cell.probe.pair}"), lab.address(f"D{cell.probe.pair}"), cell.probe.mode,
                      cell.probe.interval_ms, raw / "fping.txt")
     senders = {f"S{r.flow.pair}": lab.executor(f"S{r.flow.pair}") for r in runs if r.flow.protocol == "tcp"}
     sampler = SocketSampler(senders, {port: r.flow.name for r in runs for port in r.ports}, raw)
     started_wall = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    trial_errors: list[str] = []
     t0 = time.monotonic() + offset
     with StealMeter() as steal:
         probe.start(t0)
         sampler.start(t0)
         try:
-            _drive(lab, runs, t0, on_tick, probe, sampler)
+            _drive(lab, runs, t0, on_tick, probe, sampler, cell.probe.duration_s or 0.0)
         except (TimeoutError, RuntimeError) as exc:  # this trial failed; the run goes on with the next one
-            runs[0].errors.append(str(exc))
+            trial_errors.append(str(exc))
         finally:
             sampler.stop()
             probe.stop()
@@ -158,8 +191,9 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
                 server.stop()
             _undo(undo)
     duration = time.monotonic() - t0
-    summary = _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started_wall, duration)
-    summary["host_cpu_steal_pct"] = steal.percent
+    summary = _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started_wall, duration,
+                         trial_errors)
+    summary.host_cpu_steal_pct = steal.percent
     return summary
 
 
@@ -194,12 +228,12 @@ def _start_server(lab, run: FlowRun, spec: BurstSpec, port: int, out: Path) -> P
     return proc
 
 
-def _with_cca(run: FlowRun, argv: list[str]) -> list[str]:
-    """Tools without a CCA option get the flow's per socket; both ends, since either may open
-    the data connections (GridFTP's passive mode)."""
+def _with_cca(run: FlowRun, argv: list[str], cca: str | None = None) -> list[str]:
+    """Tools without a CCA option get the flow's (or the burst's chosen) per socket; both ends,
+    since either may open the data connections (GridFTP's passive mode)."""
     if run.flow.protocol != "tcp" or run.tool.sets_cca:
         return argv
-    return ccashim.wrap(argv, run.cca)
+    return ccashim.wrap(argv, cca or run.cca)
 
 
 def _launch_server(lab, run: FlowRun, server_spec: ServerSpec, out: Path) -> Process:
@@ -233,9 +267,9 @@ def _events(runs: list[FlowRun]) -> list[tuple[float, int, str, FlowRun, Launch]
     return sorted(events, key=lambda e: (e[0], e[1]))
 
 
-def _drive(lab, runs: list[FlowRun], t0: float, on_tick, probe, sampler) -> None:
+def _drive(lab, runs: list[FlowRun], t0: float, on_tick, probe, sampler, probe_s: float) -> None:
     pending = _events(runs)
-    deadline = t0 + max(_planned_end(r.flow) for r in runs) + GRACE_S
+    deadline = t0 + max([_planned_end(r.flow) for r in runs] + [probe_s]) + GRACE_S
     next_tick = time.monotonic()
     while True:
         now = time.monotonic()
@@ -247,15 +281,17 @@ def _drive(lab, runs: list[FlowRun], t0: float, on_tick, probe, sampler) -> None
                 continue
             if launch.server is not None:
                 _wait_ready(lab, run, launch.server, launch.server_spec)
+            if run.chooser is not None:
+                _choose(run, launch, probe, round(time.monotonic() - t0, 3))
             launch.proc = lab.executor(f"S{run.flow.pair}").start(
-                _with_cca(run, run.tool.client(launch.spec)), label=f"{run.tool.name}-{run.flow.name}-b{launch.burst.index}",
+                _with_cca(run, run.tool.client(launch.spec), launch.spec.cca), label=f"{run.tool.name}-{run.flow.name}-b{launch.burst.index}",
                 stdout=launch.raw, stderr=launch.raw.with_suffix(".err"))
             launch.launched_s = round(time.monotonic() - t0, 3)
         running = [l for r in runs for l in r.launches if l.proc and l.exited_s is None]
         for launch in running:
             if launch.proc.poll() is not None:
                 launch.exited_s = round(time.monotonic() - t0, 3)
-        if not pending and all(l.exited_s is not None for r in runs for l in r.launches):
+        if not pending and all(l.exited_s is not None for r in runs for l in r.launches) and now - t0 >= probe_s:
             return
         if now > deadline:
             raise TimeoutError(f"flows still running {GRACE_S:.0f}s after their planned end")
@@ -264,6 +300,12 @@ def _drive(lab, runs: list[FlowRun], t0: float, on_tick, probe, sampler) -> None
             next_tick = now + 0.5
         until_next = t0 + pending[0][0] - time.monotonic() if pending else 0.05
         time.sleep(max(0.0, min(until_next, 0.05)))
+
+
+def _choose(run: FlowRun, launch: Launch, probe, t_s: float) -> None:
+    cca, note = run.chooser(launch.burst, probe.so_far())
+    launch.spec = replace(launch.spec, cca=cca)
+    run.decisions.append([run.flow.name, launch.burst.index, t_s, cca, json.dumps(note, sort_keys=True)])
 
 
 def _planned_end(flow: Flow) -> float:
@@ -293,7 +335,8 @@ def _throughput_rows(name: str, launch: Launch) -> list[list]:
     return rows
 
 
-def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started, duration) -> dict:
+def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started, duration,
+               trial_errors: list[str]) -> TrialSummary:
     throughput_rows, event_rows = [], []
     for run in runs:
         for launch in run.launches:
@@ -314,13 +357,15 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, sta
     ctrl = control_sockets(sampler.samples)
     tcp_rows = [s.row() for s in sampler.samples if (s.sock.src, s.sock.sport) not in ctrl]
     rtt_rows = [[s.t_s, s.rtt_ms, s.sent, s.received, s.mode] for s in probe.samples]
-    write_csv(trial_dir / "throughput.csv", ["t_s", "flow", "stream", "mbps"], sorted(throughput_rows, key=lambda r: r[0]))
-    write_csv(trial_dir / "rtt.csv", ["t_s", "rtt_ms", "sent", "received", "mode"], rtt_rows)
-    write_csv(trial_dir / "tcpinfo.csv", TCPINFO_COLUMNS, tcp_rows)
-    write_csv(trial_dir / "events.csv", ["flow", "burst", "planned_start_s", "launched_s", "planned_stop_s", "exited_s"],
-              event_rows)
-    errors = [f"{r.flow.name}: {e}" for r in runs for e in r.errors]
-    return {
+    write_csv(trial_dir / THROUGHPUT_CSV, THROUGHPUT_COLUMNS, sorted(throughput_rows, key=lambda r: r[0]))
+    write_csv(trial_dir / RTT_CSV, RTT_COLUMNS, rtt_rows)
+    write_csv(trial_dir / TCPINFO_CSV, TCPINFO_COLUMNS, tcp_rows)
+    write_csv(trial_dir / EVENTS_CSV, EVENTS_COLUMNS, event_rows)
+    decisions = [row for r in runs for row in r.decisions]
+    if decisions:
+        write_csv(trial_dir / DECISIONS_CSV, DECISION_COLUMNS, decisions)
+    errors = trial_errors + [f"{r.flow.name}: {e}" for r in runs for e in r.errors]
+    return TrialSummary.from_dict({
         "trial": trial_no, "status": "failed" if errors else "ok", "error": "; ".join(errors) or None,
         "started": started, "duration_s": round(duration, 3),
         "flows": flows,
@@ -328,7 +373,7 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, sta
         "rtt": rtt_stats((s.rtt_ms for s in probe.samples), idle_rtt_ms),
         "collector": {"socket_samples": len(sampler.samples), "sampler_ticks": sampler.ticks,
                       "rtt_rounds": len(probe.samples)},
-    }
+    })
 
 
 def _observed_cca(samples, flow: str) -> list[str] | None:

@@ -119,6 +119,13 @@ class RttProbe:
                 return reply.rtt_ms
         return None
 
+    def so_far(self) -> list[RttSample]:
+        """The rounds recorded until now (a burst's decision reads the window before it)."""
+        if self.raw_path is None or not self.raw_path.exists():
+            return []
+        text = self.raw_path.read_text(errors="replace")
+        return parse_burst_loop(text, self._wall0) if self.mode == "burst" else self._parse_interval_output(text)
+
     def stop(self) -> list[RttSample]:
         if self._proc:
             self._proc.stop(sig=2)  # SIGINT: fping prints its summary and exits (the loop with it)

@@ -14,14 +14,15 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from longhaul.collectors.store.format import TCPINFO_COLUMNS
 from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
 from longhaul.drivers.ss import Socket
 from longhaul.hardware.executors.process import Executor, Process
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ["t_s", "flow", "src", "sport", "dst", "dport", "cwnd", "bytes_in_flight", "srtt_ms", "rttvar_ms",
-           "retrans_total", "delivery_rate_mbps", "bytes_acked"]
+# tcpinfo.csv's columns, named by the store; Sample.row() gives its values in this order.
+COLUMNS = TCPINFO_COLUMNS
 
 
 @dataclass

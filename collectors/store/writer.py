@@ -1,195 +1,193 @@
-"""The run store (docs/results-format.md): one directory per run, written as the run goes so an
-interrupted or crashed run keeps every trial it finished."""
+"""Writing a run as it goes (docs/results-format.md), so an interrupted or crashed run keeps every
+trial it finished.
+
+`RunWriter` is what the runner reports to: the manifest, then per cell its start, its lab
+verification, each trial, its end, and the run's end. `FileRunWriter` is the run directory, the
+record of truth (`run --resume` and the report read it); other stores (a time-series database)
+implement RunWriter too and are handed to the file store as `mirrors`, which get every event after
+the files are written. The entries passed around are records.py's typed records; their own
+methods (idempotent) apply each event, so every writer given the same entry agrees on it.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
-import platform
-import secrets
-import subprocess
-import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
-from longhaul import __version__
-from longhaul.appliance.config.profiles import CellSpec
-from longhaul.collectors.metrics import mean_std
+from longhaul.collectors.store import format as fmt
+from longhaul.collectors.store.provenance import now_iso
+from longhaul.collectors.store.records import CellEntry, TrialSummary, Verification
+from longhaul.collectors.store.upgrade import upgrade
 from longhaul.core.tables import read_json, write_json
 
-FORMAT_VERSION = 1
+log = logging.getLogger(__name__)
 
 
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+@runtime_checkable
+class RunWriter(Protocol):
+    """One store of a run's results. Each call carries the whole entry it concerns, already
+    holding the event, so a store that keeps no state of its own (a database) can write it."""
+
+    run_id: str
+
+    def write_manifest(self, manifest: dict) -> None: ...
+    def begin_cell(self, entry: CellEntry) -> CellEntry: ...
+    def record_verification(self, entry: CellEntry, verification: Verification) -> None: ...
+    def record_trial(self, entry: CellEntry, trial: TrialSummary) -> None: ...
+    def end_cell(self, entry: CellEntry, status: str, error: str | None = None) -> None: ...
+    def finish(self, status: str) -> None: ...
 
 
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+class FileRunWriter:
+    """The run directory: manifest.json, summary.json (rewritten after every event, so a crash
+    loses at most the trial running), cells/<id>/verification.json and trial-<k>/trial.json."""
 
-
-def write_trialless_summary(run_dir: Path, status: str) -> None:
-    """summary.json of a run with no trials (an OPS evaluation or Figure 29 run), so the report reads it."""
-    write_json(Path(run_dir) / "summary.json", {"format": "longhaul-summary", "version": FORMAT_VERSION,
-                                                "run_id": Path(run_dir).name, "status": status, "cells": []})
-
-
-def git_revision(repo: Path) -> dict:
-    def git(*args):
-        try:
-            return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=5).stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):
-            return ""
-    return {"version": __version__, "git_revision": git("rev-parse", "HEAD") or None,
-            "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
-
-
-def tool_versions() -> dict:
-    out = {}
-    for tool, argv in {"iperf3": ["iperf3", "--version"], "fping": ["fping", "--version"],
-                       "iproute2": ["ip", "-V"], "iptables": ["iptables", "--version"]}.items():
-        try:
-            res = subprocess.run(argv, capture_output=True, text=True, timeout=5)
-            out[tool] = (res.stdout or res.stderr).strip().splitlines()[0]
-        except (OSError, subprocess.TimeoutExpired, IndexError):
-            out[tool] = None
-    return out
-
-
-def cell_params_view(spec: CellSpec) -> dict:
-    return {"id": spec.id, "profile": spec.profile, "scenario": spec.scenario, "params": spec.params,
-            "labels": spec.labels, "reference": spec.reference, "cell": spec.cell.model_dump()}
-
-
-class RunStore:
-    def __init__(self, root: Path, run_id: str, *, existing: bool = False):
-        self.run_id = run_id
-        self.dir = Path(root) / run_id
-        self.manifest: dict = {}
-        self.cells: list[dict] = []
-        if existing:
-            self.manifest = read_json(self.dir / "manifest.json")
-            self.cells = read_json(self.dir / "summary.json")["cells"]
-        else:
-            self.dir.mkdir(parents=True, exist_ok=False)
+    def __init__(self, run_dir: Path, *, manifest: dict | None = None, cells: list[CellEntry] | None = None,
+                 mirrors: Sequence[RunWriter] = ()):
+        self.dir = Path(run_dir)
+        self.run_id = self.dir.name
+        self.manifest: dict = manifest if manifest is not None else {}
+        self.cells: list[CellEntry] = cells if cells is not None else []
+        self.mirrors = list(mirrors)
 
     @classmethod
-    def open(cls, run_dir: Path) -> "RunStore":
-        """An existing run, to resume it."""
+    def create(cls, root: Path, run_id: str, mirrors: Sequence[RunWriter] = ()) -> FileRunWriter:
+        """A new run directory root/run_id (which must not exist yet)."""
+        run_dir = Path(root) / run_id
+        run_dir.mkdir(parents=True, exist_ok=False)
+        return cls(run_dir, mirrors=mirrors)
+
+    @classmethod
+    def open(cls, run_dir: Path, mirrors: Sequence[RunWriter] = ()) -> FileRunWriter:
+        """An existing run, to resume it. An older store is upgraded in memory and, from the next
+        event on, written back in the current version."""
         run_dir = Path(run_dir).resolve()
-        for name in ("manifest.json", "summary.json", "config.toml"):
+        for name in (fmt.MANIFEST, fmt.SUMMARY, fmt.CONFIG_SNAPSHOT):
             if not (run_dir / name).is_file():
                 raise FileNotFoundError(f"{run_dir} is not a resumable longhaul run (no {name})")
-        return cls(run_dir.parent, run_dir.name, existing=True)
+        manifest = upgrade(read_json(run_dir / fmt.MANIFEST), fmt.RUN_FORMAT, run_dir / fmt.MANIFEST)
+        summary = upgrade(read_json(run_dir / fmt.SUMMARY), fmt.SUMMARY_FORMAT, run_dir / fmt.SUMMARY)
+        cells = [CellEntry.from_dict(c) for c in summary.get("cells") or []]
+        return cls(run_dir, manifest=manifest, cells=cells, mirrors=mirrors)
 
-    def snapshot_sources(self, config) -> None:
-        """The config and profile files as run, so `run --resume` rebuilds exactly these cells."""
-        (self.dir / "config.toml").write_text(config.path.read_text())
-        (self.dir / "profiles").mkdir(exist_ok=True)
-        for profile in config.profiles:
-            (self.dir / "profiles" / f"{profile.name}.toml").write_text(profile.source_text)
+    # --- the directory ---
 
-    def done_trials(self) -> set[tuple[str, int]]:
-        return {(c["id"], t["trial"]) for c in self.cells for t in c["trials"] if t["status"] == "ok"}
-
-    def entry(self, spec: CellSpec) -> dict | None:
-        return next((c for c in self.cells if c["id"] == spec.id), None)
-
-    def resumed(self) -> None:
-        self.manifest.setdefault("resumed", []).append(now_iso())
-        self.manifest.update(status="running", finished=None, pid=os.getpid())
-        for entry in self.cells:   # failed and interrupted trials, and refused cells, are tried again
-            entry["trials"] = [t for t in entry["trials"] if t["status"] == "ok"]
-            if entry["status"] == "refused":
-                entry.update(status="pending", lab=None)
-                entry.pop("error", None)
-        write_json(self.dir / "manifest.json", self.manifest)
-
-    def write_manifest(self, *, config, features, backend: str, repo: Path, cells: list[CellSpec],
-                       order: dict) -> None:
-        self.manifest = {
-            "format": "longhaul-run", "version": FORMAT_VERSION, "run_id": self.run_id,
-            "started": now_iso(), "finished": None, "status": "running",
-            "longhaul": git_revision(repo),
-            "host": {"hostname": platform.node(), "kernel": platform.release(), "os": _os_release()},
-            "backend": backend, "features": features.as_dict(), "tools": tool_versions(),
-            "config_path": str(config.path), "config": config.raw,
-            "time_scale_override": config.time_scale,
-            "profiles": {p.name: {"path": str(p.path), "description": p.meta.description,
-                                  "repeats": p.meta.repeats, "time_scale": p.meta.time_scale,
-                                  "source": p.source_text} for p in config.profiles},
-            "cells": [cell_params_view(c) for c in cells],
-            "order": order,
-            "pid": os.getpid(),
-        }
-        write_json(self.dir / "manifest.json", self.manifest)
-
-    def cell_dir(self, spec: CellSpec) -> Path:
-        path = self.dir / "cells" / spec.id
+    def cell_dir(self, cell_id: str) -> Path:
+        path = fmt.cell_dir(self.dir, cell_id)
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def begin_cell(self, spec: CellSpec, status: str = "running") -> dict:
-        topo = spec.cell.topology
-        entry = {
-            "id": spec.id, "profile": spec.profile, "scenario": spec.scenario, "params": spec.params,
-            "topology": {"pairs": topo.pairs, "access_rate_mbps": topo.access_rate_mbps,
-                         "bottleneck_rate_mbps": topo.bottleneck_rate_mbps, "rtt_ms": topo.rtt_ms,
-                         "queue_bytes": topo.queue_bytes, "mtu": topo.mtu},
-            "labels": spec.labels, "reference": spec.reference, "status": status,
-            "flows": [{"name": f.name, "role": f.role, "tool": f.tool, "protocol": f.protocol,
-                       "cca": spec.cell.flow_cca(f) if f.protocol == "tcp" else None, "pair": f.pair,
-                       "streams": f.streams, "pattern": f.pattern} for f in spec.cell.flows],
-            "lab": None, "trials": [], "stats": None, "jain": None,
-        }
-        self.cells.append(entry)
+    def trial_dir(self, cell_id: str, trial: int) -> Path:
+        return fmt.trial_dir(self.dir, cell_id, trial)
+
+    def snapshot_sources(self, config_text: str, profiles: dict[str, str]) -> None:
+        """The config and profile texts as run (profile name -> TOML), so `run --resume`
+        rebuilds exactly these cells."""
+        (self.dir / fmt.CONFIG_SNAPSHOT).write_text(config_text)
+        (self.dir / fmt.PROFILES_DIR).mkdir(exist_ok=True)
+        for name, text in profiles.items():
+            (self.dir / fmt.PROFILES_DIR / f"{name}.toml").write_text(text)
+
+    # --- state, for resuming ---
+
+    def entry(self, cell_id: str) -> CellEntry | None:
+        return next((c for c in self.cells if c.id == cell_id), None)
+
+    def done_trials(self) -> set[tuple[str, int]]:
+        return {(c.id, t.trial) for c in self.cells for t in c.trials if t.ok}
+
+    def resumed(self) -> None:
+        """Failed and interrupted trials, and refused cells, are tried again."""
+        self.manifest.setdefault("resumed", []).append(now_iso())
+        self.manifest.update(status="running", finished=None, pid=os.getpid())
+        for entry in self.cells:
+            entry.trials = entry.ok_trials
+            if entry.status == "refused":
+                entry.status, entry.lab, entry.error = "pending", None, None
+        self._write_manifest()
+
+    # --- RunWriter ---
+
+    def write_manifest(self, manifest: dict) -> None:
+        self.manifest = manifest
+        self._write_manifest()
+        self._mirror("write_manifest", manifest)
+
+    def begin_cell(self, entry: CellEntry) -> CellEntry:
+        if self.entry(entry.id) is None:
+            self.cells.append(entry)
         self.write_summary()
+        self._mirror("begin_cell", entry)
         return entry
 
-    def record_verification(self, entry: dict, spec: CellSpec, verification: dict) -> None:
-        entry["lab"] = verification
-        write_json(self.cell_dir(spec) / "verification.json", verification)
+    def record_verification(self, entry: CellEntry, verification: Verification) -> None:
+        entry.set_lab(verification)
+        write_json(self.cell_dir(entry.id) / fmt.VERIFICATION, verification.to_dict())
         self.write_summary()
+        self._mirror("record_verification", entry, verification)
 
-    def record_trial(self, entry: dict, spec: CellSpec, trial: dict) -> None:
-        entry["trials"].append(trial)
-        write_json(self.cell_dir(spec) / f"trial-{trial['trial']}" / "trial.json", trial)
-        entry["stats"] = cell_stats(entry["trials"])
-        entry["jain"] = entry["stats"]["jain"]["mean"]
+    def record_trial(self, entry: CellEntry, trial: TrialSummary) -> None:
+        entry.add_trial(trial)
+        write_json(self.trial_dir(entry.id, trial.trial) / fmt.TRIAL_JSON, trial.to_dict())
         self.write_summary()
+        self._mirror("record_trial", entry, trial)
 
-    def end_cell(self, entry: dict, status: str, error: str | None = None) -> None:
-        entry["status"] = status
-        if error:
-            entry["error"] = error
+    def end_cell(self, entry: CellEntry, status: str, error: str | None = None) -> None:
+        entry.end(status, error)
         self.write_summary()
-
-    def write_summary(self, status: str | None = None) -> None:
-        write_json(self.dir / "summary.json", {
-            "format": "longhaul-summary", "version": FORMAT_VERSION, "run_id": self.run_id,
-            "status": status or self.manifest.get("status", "running"), "cells": self.cells})
+        self._mirror("end_cell", entry, status, error)
 
     def finish(self, status: str) -> None:
         self.manifest.update(status=status, finished=now_iso())
-        write_json(self.dir / "manifest.json", self.manifest)
+        self._write_manifest()
         self.write_summary(status)
+        self._mirror("finish", status)
+
+    def write_summary(self, status: str | None = None) -> None:
+        write_json(self.dir / fmt.SUMMARY, summary_doc(self.run_id, status or self.manifest.get("status", "running"),
+                                                       self.cells))
+
+    def _write_manifest(self) -> None:
+        write_json(self.dir / fmt.MANIFEST, self.manifest)
+
+    def _mirror(self, event: str, *args) -> None:
+        """Hand an event on. The files are written first and are what resume and the report read,
+        so a mirror that fails (a database gone away) costs that mirror the event, not the run."""
+        for mirror in self.mirrors:
+            try:
+                getattr(mirror, event)(*args)
+            except Exception as exc:     # any failure of a secondary store
+                log.warning("run store %s: %s failed: %s", type(mirror).__name__, event, exc)
 
 
-def cell_stats(trials: list[dict]) -> dict:
-    good = [t for t in trials if t["status"] == "ok"]
-    names = [f["name"] for t in good for f in t["flows"]]
-    flows = {}
-    for name in dict.fromkeys(names):
-        values = [f["mean_mbps"] for t in good for f in t["flows"] if f["name"] == name]
-        stats = mean_std(values)
-        flows[name] = {"mean_mbps": stats["mean"], "std_mbps": stats["std"], "n": stats["n"]}
-    return {"flows": flows, "jain": mean_std(t["jain"] for t in good)}
+def summary_doc(run_id: str, status: str, cells: list[CellEntry]) -> dict:
+    return {"format": fmt.SUMMARY_FORMAT, "version": fmt.CURRENT_VERSION, "run_id": run_id, "status": status,
+            "cells": [c.to_dict() for c in cells]}
 
 
-def _os_release() -> str | None:
-    try:
-        for line in Path("/etc/os-release").read_text().splitlines():
-            if line.startswith("PRETTY_NAME="):
-                return line.split("=", 1)[1].strip('"')
-    except OSError:
-        pass
-    return None
+class TriallessRun:
+    """A run directory for a run without cells or trials (an OPS evaluation, a Figure 29 run):
+    its results live in files of its own, and the manifest with an empty summary makes the
+    directory one the report reads."""
 
+    def __init__(self, run_dir: Path, manifest: dict):
+        """Writes manifest.json (from provenance.run_manifest) and summary.json at once."""
+        self.dir = Path(run_dir)
+        self.manifest = manifest
+        self._write()
+
+    def finish(self, status: str) -> None:
+        self.manifest.update(status=status, finished=now_iso())
+        self._write()
+
+    def _write(self) -> None:
+        write_json(self.dir / fmt.MANIFEST, self.manifest)
+        write_trialless_summary(self.dir, self.manifest.get("status", "running"))
+
+
+def write_trialless_summary(run_dir: Path, status: str) -> None:
+    """summary.json of a run with no trials, so the report reads it."""
+    write_json(Path(run_dir) / fmt.SUMMARY, summary_doc(Path(run_dir).name, status, []))

@@ -76,8 +76,13 @@ def load(path: Path | None = None, classes: list[str] | None = None) -> Decision
         key = sorted(unknown_top)[0]
         raise ConfigError(path, source.line_of((key,)), (key,), None, "only a [decision] table is allowed")
     table = data.get("decision")
-    if not isinstance(table, dict) or not isinstance(table.get("map"), dict):
-        raise ConfigError(path, None, ("decision", "map"), None, "a [decision.map] table of class = \"cca\"")
+    if not isinstance(table, dict):
+        # no [decision] at all, or decision written as something else: name what the file has
+        raise ConfigError(path, source.line_of(("decision",)), ("decision",), None,
+                          "a [decision] table with a [decision.map] table of class = \"cca\"")
+    if not isinstance(table.get("map"), dict):
+        loc = ("decision", "map")        # the line of map, or of the [decision] that lacks it
+        raise ConfigError(path, source.line_of(loc), loc, None, "a [decision.map] table of class = \"cca\"")
     extra = set(table) - {"description", "map"}
     if extra:
         key = sorted(extra)[0]

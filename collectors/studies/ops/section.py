@@ -6,13 +6,13 @@
     ops/fig29.json       {"schemes": [{"background", "scheme", "fg_mbps", "bg_mbps", "jain",
                          "paper": {"fg_mbps", "bg_mbps", "jain"}}]} from the Figure 29 run
 
-Either file may be missing (None is returned when both are). A file that cannot be read becomes a
-note in the section rather than an exception: the rest of the report must still render.
+The section applies when either file exists. A file that cannot be read becomes a note in the
+section rather than an exception: the rest of the report must still render. SECTION is the
+reports.sections.Section; its template, ops.html.j2, lies beside this file.
 """
 from __future__ import annotations
 
 import contextlib
-import html
 import math
 from pathlib import Path
 
@@ -22,8 +22,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from longhaul.collectors.store.reader import StoredRun, load_json_object
+from longhaul.reports.fmt import spread
 from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, _decorate, _figure, _to_svg
-from longhaul.collectors.store.reader import load_json_object
+from longhaul.reports.sections import figure
 
 EVAL_FORMAT = "longhaul-ops-evaluation"
 DETAIL_W = 10
@@ -38,95 +40,97 @@ PAPER_BEST = {"passive": "up to 85 (1-NN)", "active": "up to 96 (1-NN, w = 50)"}
 PAPER_GAP = {5: "+7", 50: "+16"}
 # Figure 26's four panels: (probing, k) of the 1/3/5-NN matrices.
 CONFUSION_PANELS = (("active", 1), ("active", 3), ("active", 5), ("passive", 1))
+DASH = "–"
 
 
-def section(store) -> str | None:
+class OpsSection:
+    """Seed 000's recognition (Figures 22-28) and adaptive selection (Figure 29) results."""
+
+    name = "ops"
+    template = Path(__file__).with_name("ops.html.j2")
+
+    def applies(self, store: StoredRun) -> bool:
+        ev_path, f29_path = _paths(store)
+        return ev_path.is_file() or f29_path.is_file()
+
+    def context(self, store: StoredRun) -> dict:
+        ev_path, f29_path = _paths(store)
+        notes: list[str] = []
+        evaluation = load_json_object(ev_path, notes, required=False)
+        if evaluation is not None and evaluation.get("format") != EVAL_FORMAT:
+            notes.append(f"{ev_path.name}: format {evaluation.get('format')!r} is not {EVAL_FORMAT!r}; not shown")
+            evaluation = None
+        recognition = _recognition(evaluation) if evaluation is not None else None
+        fig29 = load_json_object(f29_path, notes, required=False)
+        selection = _selection(fig29, notes) if fig29 is not None else None
+        return {"recognition": recognition, "selection": selection, "notes": notes}
+
+
+SECTION = OpsSection()
+
+
+def _paths(store: StoredRun) -> tuple[Path, Path]:
     ops_dir = Path(store.run_dir) / "ops"
-    ev_path, f29_path = ops_dir / "evaluation.json", ops_dir / "fig29.json"
-    if not ev_path.is_file() and not f29_path.is_file():
-        return None
-    notes: list[str] = []
-    parts = ['<section id="ops">', "<h2>Optimization through protocol selection (seed 000 §6.6-6.7)</h2>"]
-    evaluation = load_json_object(ev_path, notes, required=False)
-    if evaluation is not None and evaluation.get("format") != EVAL_FORMAT:
-        notes.append(f"{ev_path.name}: format {evaluation.get('format')!r} is not {EVAL_FORMAT!r}; not shown")
-        evaluation = None
-    if evaluation is not None:
-        parts += _recognition(evaluation)
-    fig29 = load_json_object(f29_path, notes, required=False)
-    if fig29 is not None:
-        parts += _selection(fig29, notes)
-    if notes:
-        parts.append('<ul class="missing">' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
-    parts.append("</section>")
-    return "\n".join(parts)
-
-
-def _e(value) -> str:
-    return html.escape(str(value))
-
-
-def _figure_html(svg: str | None, caption: str) -> str:
-    return f"<figure>{svg}<figcaption class=\"caption\">{_e(caption)}</figcaption></figure>" if svg else ""
+    return ops_dir / "evaluation.json", ops_dir / "fig29.json"
 
 
 # ---- recognition (Figures 22-28) ---------------------------------------------------------------
 
-def _recognition(ev: dict) -> list[str]:
+def _recognition(ev: dict) -> dict:
     results = [r for r in ev.get("results") or [] if isinstance(r, dict)]
     settings, ds = ev.get("settings") or {}, ev.get("dataset") or {}
     probings = [p for p in ("passive", "active") if any(r.get("probing") == p for r in results)]
     labels = list(dict.fromkeys(str(r.get("label")) for r in results))
     colors = {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}
-    out = ["<h3>Background recognition</h3>", f"<p>{_setup_text(ds, settings)}</p>"]
     held = settings.get("mode") == "held-out"
     over = "on the held-out recording" if held else "over the folds"
+    parts = []
     for probing in probings:
         rows = [r for r in results if r.get("probing") == probing]
         baseline = [r for r in results if r.get("probing") == "passive" and r.get("classifier") == "knn"
                     and r.get("k") == 1] if probing == "active" else []
-        out.append(_figure_html(_accuracy_plot(rows, baseline, colors, probing),
-                                f"{'Accuracy' if held else 'Mean accuracy'} {over} per window length w ({probing} probing"
-                                f"{'; dashed: 1-NN with passive probing as the baseline' if baseline else ''}): "
-                                f"Figure {'24a' if probing == 'active' else '22a'}."))
-        out.append(_figure_html(_box_by_classifier(rows, colors, probing),
-                                f"Accuracy of every {'w' if held else 'fold at every w'}, per classifier ({probing} probing): "
-                                f"Figure {'24b' if probing == 'active' else '22b'}."))
-        out.append(_figure_html(_box_by_w(rows, probing), f"k-NN (DTW) accuracy {over} per w "
-                                f"({probing} probing): Figure 25."))
-        out.append(_accuracy_table(rows, probing, over=over))
-        out.append(_accuracy_table(rows, probing, "decision_accuracy", over=over, caption=
-                                   "Decision accuracy: windows whose predicted class leads to the same congestion "
-                                   f"control as the true one ({_mapping_text(settings.get('decision'))})"))
-    out.append(_paper_table(results))
+        figures = [
+            figure(_accuracy_plot(rows, baseline, colors, probing),
+                   f"{'Accuracy' if held else 'Mean accuracy'} {over} per window length w ({probing} probing"
+                   f"{'; dashed: 1-NN with passive probing as the baseline' if baseline else ''}): "
+                   f"Figure {'24a' if probing == 'active' else '22a'}."),
+            figure(_box_by_classifier(rows, colors, probing),
+                   f"Accuracy of every {'w' if held else 'fold at every w'}, per classifier ({probing} probing): "
+                   f"Figure {'24b' if probing == 'active' else '22b'}."),
+            figure(_box_by_w(rows, probing), f"k-NN (DTW) accuracy {over} per w ({probing} probing): Figure 25.")]
+        tables = [_accuracy_table(rows, probing, over=over),
+                  _accuracy_table(rows, probing, "decision_accuracy", over=over, caption=
+                                  "Decision accuracy: windows whose predicted class leads to the same congestion "
+                                  f"control as the true one ({_mapping_text(settings.get('decision'))})")]
+        parts.append({"figures": [f for f in figures if f], "tables": [t for t in tables if t]})
     details = [d for d in ev.get("details") or [] if isinstance(d, dict) and d.get("w") == DETAIL_W]
-    out.append(_figure_html(_confusion_grid(details), f"Confusion matrices of the k-NN (DTW) at w = {DETAIL_W}, "
-                            f"{'predictions on the held-out recording' if held else 'out-of-fold predictions of all folds'}"
-                            ": Figure 26 (27a and 28a are its 1-NN panels)."))
-    out.append(_metrics_table(details))
-    return out
+    return {"setup": _setup(ds, settings), "probings": parts, "paper": _paper_rows(results),
+            "confusion": figure(_confusion_grid(details), f"Confusion matrices of the k-NN (DTW) at w = {DETAIL_W}, "
+                                f"{'predictions on the held-out recording' if held else 'out-of-fold predictions of all folds'}"
+                                ": Figure 26 (27a and 28a are its 1-NN panels)."),
+            "metrics": _metrics(details)}
 
 
-def _setup_text(ds: dict, settings: dict) -> str:
+def _setup(ds: dict, settings: dict) -> dict:
+    """The dataset and method, as the sentence under "Background recognition" tells them."""
     minutes = ds.get("minutes") or {}
-    length = "; ".join(f"{p}: {_per_class(v)} min per class" for p, v in minutes.items() if v) or "length unknown"
-    classes = ", ".join(ds.get("classes") or [])
     sources = ds.get("sources") or []
     made = f", merged from {len(sources)} recordings" if len(sources) > 1 else ""
     test = settings.get("test_dataset") if settings.get("mode") == "held-out" else None
     if "active" in minutes:
         made += ("; active bursts on the probe's clock (windows of whole cycles see the same phases)"
                  if ds.get("active_aligned") else "; active bursts back to back (their cycle drifts against the windows)")
-    method = (f"Trained on all of it and tested on every window of <span class=\"mono\">{_e(test.get('name', '?'))}"
-              f"</span>, a recording under the same conditions that the model did not see "
-              f"({_e('; '.join(f'{p}: {_per_class(v)} min per class' for p, v in (test.get('minutes') or {}).items() if v))})"
-              if isinstance(test, dict) else
-              f"Stratified {_e(settings.get('folds', '?'))}-fold cross-validation (shuffled, random_state "
-              f"{_e(settings.get('random_state', '?'))})")
-    return (f"Dataset <span class=\"mono\">{_e(ds.get('name', '?'))}</span> ({_e(length)}{_e(made)}), classes "
-            f"{_e(classes)}; lab {_e(_lab_text(ds.get('lab') or dict()))}. {method}; "
-            f"DTW warping window {_e(settings.get('dtw_window', '?'))}; "
-            f"k-NN ties go to the {_e(settings.get('tie_break', 'nearest neighbour'))}.")
+    return {"name": ds.get("name", "?"), "length": _minutes_text(minutes) or "length unknown", "made": made,
+            "classes": ", ".join(ds.get("classes") or []), "lab": _lab_text(ds.get("lab") or dict()),
+            "test": {"name": test.get("name", "?"), "minutes": _minutes_text(test.get("minutes") or {})}
+            if isinstance(test, dict) else None,
+            "folds": settings.get("folds", "?"), "random_state": settings.get("random_state", "?"),
+            "dtw_window": settings.get("dtw_window", "?"),
+            "tie_break": settings.get("tie_break", "nearest neighbour")}
+
+
+def _minutes_text(minutes: dict) -> str:
+    return "; ".join(f"{p}: {_per_class(v)} min per class" for p, v in minutes.items() if v)
 
 
 def _mapping_text(decision) -> str:
@@ -175,7 +179,7 @@ def _accuracy_plot(rows, baseline, colors, probing) -> str | None:
                     label="1-NN (DTW),\npassive (baseline)")
         _decorate(ax, f"OPS: accuracy vs window length: {probing} probing", "window length w (s = points)",
                   "accuracy (%)")
-        return _titled(_to_svg(fig, f"ops-acc-{probing}"), f"OPS: accuracy vs window length: {probing} probing")
+        return _to_svg(fig, f"ops-acc-{probing}", f"OPS: accuracy vs window length: {probing} probing")
 
 
 def _box_by_classifier(rows, colors, probing) -> str | None:
@@ -193,7 +197,7 @@ def _box_by_classifier(rows, colors, probing) -> str | None:
         ax.set_xticks(range(1, len(labels) + 1), [str(label).replace(" (", "\n(") for label in labels],
                       fontsize=7)
         _decorate(ax, title, "classifier", "accuracy (%)")
-        return _titled(_to_svg(fig, f"ops-box-{probing}"), title)
+        return _to_svg(fig, f"ops-box-{probing}", title)
 
 
 def _box_by_w(rows, probing) -> str | None:
@@ -220,26 +224,26 @@ def _box_by_w(rows, probing) -> str | None:
         ax.set_xticks(range(len(ws)), [str(w) for w in ws])
         ax.set_xlim(-0.6, len(ws) - 0.4)
         _decorate(ax, title, "window length w (s = points)", "accuracy (%)")
-        return _titled(_to_svg(fig, f"ops-boxw-{probing}"), title)
+        return _to_svg(fig, f"ops-boxw-{probing}", title)
 
 
-def _accuracy_table(rows, probing, key: str = "accuracy", caption: str = "Accuracy", over: str = "over the folds") -> str:
+def _accuracy_table(rows, probing, key: str = "accuracy", caption: str = "Accuracy",
+                    over: str = "over the folds") -> dict | None:
+    """Per classifier (rows) and w (columns): the mean over folds, with its std from two folds on."""
     rows = [r for r in rows if f"{key}_mean" in r]
     if not rows:
-        return ""
+        return None
     ws = sorted({r["w"] for r in rows if isinstance(r.get("w"), int)})
-    spread = any(len(r.get(f"{key}_folds") or []) > 1 for r in rows)
-    labels = list(dict.fromkeys(r.get("label") for r in rows))
-    head = "".join(f"<th>w={w}</th>" for w in ws)
+    spread_any = any(len(r.get(f"{key}_folds") or []) > 1 for r in rows)
     body = []
-    for label in labels:
+    for label in dict.fromkeys(r.get("label") for r in rows):
         cells = {r["w"]: r for r in rows if r.get("label") == label}
-        tds = "".join(f"<td class=\"num\">{_pct(cells[w].get(f'{key}_mean'))}"
-                      + (f"<span class=\"n\"> ±{_pct(_std(cells[w], key))}</span>" if spread else "") + "</td>"
-                      if w in cells else "<td class=\"num\">–</td>" for w in ws)
-        body.append(f"<tr><th scope=\"row\">{_e(label)}</th>{tds}</tr>")
-    return (f"<table class=\"data\"><caption>{_e(caption)} (%), {'mean ± std ' if spread else ''}{_e(over)}, {_e(probing)} probing"
-            f"</caption><thead><tr><th>classifier</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+        body.append({"label": label, "cells": [
+            {"mean": _pct(cells[w].get(f"{key}_mean")),
+             "std": spread(_std(cells[w], key), len(cells[w].get(f"{key}_folds") or []), _pct)}
+            if w in cells else None for w in ws]})
+    return {"caption": f"{caption} (%), {'mean ± std ' if spread_any else ''}{over}, {probing} probing",
+            "ws": ws, "rows": body}
 
 
 def _std(row: dict, key: str):
@@ -257,22 +261,18 @@ def _one_nn(results, probing: str, w: int) -> float | None:
                  and r.get("k") == 1 and r.get("w") == w and _finite(r.get("accuracy_mean"))), None)
 
 
-def _paper_table(results: list[dict]) -> str:
+def _paper_rows(results: list[dict]) -> list[tuple[str, str, str]]:
     """Ours beside what the paper's text states (its Figures 22-25 are images without values)."""
     rows = []
     for probing in ("passive", "active"):
         best = _best([r for r in results if r.get("probing") == probing])
-        ours = f"{_pct(best['accuracy_mean'])} ({_e(best.get('label'))}, w = {best.get('w')})" if best else "–"
+        ours = f"{_pct(best['accuracy_mean'])} ({best.get('label')}, w = {best.get('w')})" if best else DASH
         rows.append((f"best accuracy, {probing} probing", ours, PAPER_BEST[probing]))
     for w in (5, 50):
         a, p = _one_nn(results, "active", w), _one_nn(results, "passive", w)
-        gap = f"{100 * (a - p):+.1f} points" if a is not None and p is not None else "–"
+        gap = f"{100 * (a - p):+.1f} points" if a is not None and p is not None else DASH
         rows.append((f"1-NN active minus passive, w = {w}", gap, PAPER_GAP[w]))
-    body = "".join(f"<tr><th scope=\"row\">{_e(what)}</th><td class=\"num\">{ours}</td>"
-                   f"<td class=\"num paper-inline\">{_e(paper)}</td></tr>" for what, ours, paper in rows)
-    return ("<table class=\"data\"><caption>Recognition: ours beside the paper's text (§6.6, §7; its accuracy "
-            "figures are images)</caption><thead><tr><th></th><th>ours (%)</th><th>paper</th></tr></thead>"
-            f"<tbody>{body}</tbody></table>")
+    return rows
 
 
 def _pct(value) -> str:
@@ -293,7 +293,7 @@ def _confusion_grid(details: list[dict]) -> str | None:
         for ax in axes[len(panels):]:
             ax.set_visible(False)
         fig.suptitle(title, fontweight="bold")
-        return _titled(_to_svg(fig, "ops-confusion"), title)
+        return _to_svg(fig, "ops-confusion", title)
 
 
 def _confusion_axes(fig, ax, d: dict, title: str) -> None:
@@ -316,25 +316,21 @@ def _confusion_axes(fig, ax, d: dict, title: str) -> None:
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.12), fontsize=6.5, frameon=False)
 
 
-def _metrics_table(details: list[dict]) -> str:
+def _metrics(details: list[dict]) -> dict | None:
+    """Precision, recall and F1 per class of the 1-NN (DTW), active then passive probing."""
     chosen = [d for p, k in (("active", 1), ("passive", 1)) for d in details
               if d.get("classifier") == "knn" and d.get("probing") == p and d.get("k") == k]
     if not chosen:
-        return ""
+        return None
     labels = list(dict.fromkeys(c for d in chosen for c in d.get("labels") or []))
-    head = "".join(f"<th colspan=\"3\">1-NN (DTW), {_e(d['probing'])}</th>" for d in chosen)
-    sub = "<th>precision</th><th>recall</th><th>F1</th>" * len(chosen)
-    body = []
+    rows = []
     for c in labels + ["macro average"]:
-        tds = ""
+        values = []
         for d in chosen:
             m = (d.get("macro") if c == "macro average" else (d.get("per_class") or {}).get(c)) or {}
-            tds += "".join(f"<td class=\"num\">{_num(m.get(key))}</td>" for key in ("precision", "recall", "f1"))
-        body.append(f"<tr><th scope=\"row\" class=\"mono\">{_e(c)}</th>{tds}</tr>")
-    return (f"<table class=\"data\"><caption>Per-class precision, recall and F1 at w = {DETAIL_W} "
-            "(Figures 27b and 28b)</caption>"
-            f"<thead><tr><th rowspan=\"2\">class</th>{head}</tr><tr>{sub}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
+            values += [_num(m.get(key)) for key in ("precision", "recall", "f1")]
+        rows.append({"name": c, "cells": values})
+    return {"detail_w": DETAIL_W, "probings": [d["probing"] for d in chosen], "rows": rows}
 
 
 def _num(value, digits: int = 2) -> str:
@@ -343,57 +339,41 @@ def _num(value, digits: int = 2) -> str:
 
 # ---- selection (Figure 29) ---------------------------------------------------------------------
 
-def _selection(data: dict, notes: list[str]) -> list[str]:
+def _selection(data: dict, notes: list[str]) -> dict | None:
     schemes = [s for s in data.get("schemes") or [] if isinstance(s, dict)]
     if not schemes:
         notes.append("fig29.json has no schemes")
-        return []
+        return None
     for s in schemes:  # the text's Jain values when the file leaves them out
         if not isinstance(s.get("paper"), dict):
             s["paper"] = {}
         if s["paper"].get("jain") is None:
             s["paper"]["jain"] = PAPER_FIG29_JAIN.get((s.get("background"), s.get("scheme")))
-    rows = "".join(
-        f"<tr><td class=\"mono\">{_e(s.get('background'))}</td><td>{_e(s.get('scheme'))}</td>"
-        f"<td class=\"num\">{_num(s.get('fg_mbps'), 1)}</td><td class=\"num\">{_num(s.get('bg_mbps'), 1)}</td>"
-        f"<td class=\"num\"><strong>{_num(s.get('jain'))}</strong> <span class=\"paper-inline\">"
-        f"(paper {_num(s['paper'].get('jain'))})</span></td>"
-        f"<td class=\"num\">{_num(s.get('completion_s'), 0)}</td>"
-        f"<td class=\"num paper-inline\">{_num(s['paper'].get('fg_mbps'), 1)} / {_num(s['paper'].get('bg_mbps'), 1)}</td></tr>"
-        for s in schemes)
-    return ["<h3>Adaptive vs fixed protocol selection (Figure 29)</h3>",
-            _figure_html(_fig29_plot(schemes), "Mean foreground (FG) and background (BG) throughput per "
-                         "background and scheme, with the Jain index of the two; diamonds mark the paper's throughputs where "
-                         "fig29.json gives them (the paper prints them only in the figure image)."),
-            "<table class=\"data\"><caption>Figure 29: ours, with the paper's values in grey (its throughputs "
-            "are only in the figure image, so they show as –); FG Mb/s is over the foreground's transfer "
-            "seconds, and 'done in' includes the adaptive scheme's probing</caption><thead><tr><th>background</th>"
-            "<th>scheme</th><th>FG Mb/s</th><th>BG Mb/s</th><th>Jain</th><th>FG done in (s)</th>"
-            "<th>paper FG / BG Mb/s</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>", _cycles_table(schemes)]
+    rows = [{"background": s.get("background"), "scheme": s.get("scheme"),
+             "fg": _num(s.get("fg_mbps"), 1), "bg": _num(s.get("bg_mbps"), 1), "jain": _num(s.get("jain")),
+             "paper_jain": _num(s["paper"].get("jain")), "completion": _num(s.get("completion_s"), 0),
+             "paper_fg": _num(s["paper"].get("fg_mbps"), 1), "paper_bg": _num(s["paper"].get("bg_mbps"), 1)}
+            for s in schemes]
+    return {"figure": figure(_fig29_plot(schemes), "Mean foreground (FG) and background (BG) throughput per "
+                             "background and scheme, with the Jain index of the two; diamonds mark the paper's "
+                             "throughputs where fig29.json gives them (the paper prints them only in the figure "
+                             "image)."),
+            "rows": rows, "cycles": _cycles(schemes)}
 
 
-def _cycles_table(schemes: list[dict]) -> str:
+def _cycles(schemes: list[dict]) -> list[dict]:
     """Each scheme's probe-transfer cycles: what the probe saw, what OPS chose, what was used."""
     rows = []
     for s in schemes:
         cycles = [d for d in s.get("decisions") or [] if isinstance(d, dict)]
         if not cycles:
             continue
-        seq = "; ".join(f"{_e(d.get('class') or '?')} ({_num(d.get('probe_ms'), 0)} ms) -> {_e(d.get('cca'))} "
-                        f"{_num(d.get('mbps'), 0)}" for d in cycles)
+        steps = [{"cls": d.get("class") or "?", "probe_ms": _num(d.get("probe_ms"), 0), "cca": d.get("cca"),
+                  "mbps": _num(d.get("mbps"), 0)} for d in cycles]
         right = s.get("ops_right")
-        rows.append(f"<tr><td class=\"mono\">{_e(s.get('background'))}</td><td>{_e(s.get('scheme'))}</td>"
-                    f"<td class=\"num\">{len(cycles)}</td><td class=\"num\">"
-                    f"{_pct(right) if _finite(right) else '–'}</td><td class=\"small\">{seq}</td></tr>")
-    if not rows:
-        return ""
-    return ("<table class=\"data\"><caption>Figure 29 cycles (probe w s, classify, decide, transfer): the "
-            "class the probe's window was taken for and its mean RTT, the CCA used and its Mb/s. 'OPS right' is "
-            "the share of cycles whose decision is the one the true background leads to (a fixed scheme ignores "
-            "the decision)</caption><thead><tr><th>background</th><th>scheme</th><th>cycles</th>"
-            "<th>OPS right (%)</th><th>class (probe mean) -> CCA Mb/s</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+        rows.append({"background": s.get("background"), "scheme": s.get("scheme"), "cycles": len(cycles),
+                     "right": _pct(right) if _finite(right) else DASH, "steps": steps})
+    return rows
 
 
 def _fig29_plot(schemes: list[dict]) -> str | None:
@@ -421,7 +401,7 @@ def _fig29_plot(schemes: list[dict]) -> str | None:
         ax.set_xticks(range(len(schemes)), [f"BG {s.get('background')}\n{s.get('scheme')}" for s in schemes],
                       fontsize=7)
         _decorate(ax, title, "background traffic and foreground scheme", "throughput (Mb/s)")
-        return _titled(_to_svg(fig, "ops-fig29"), title)
+        return _to_svg(fig, "ops-fig29", title)
 
 
 # ---- figure helpers ----------------------------------------------------------------------------
@@ -437,9 +417,3 @@ def _grid(rows: int, cols: int, height: float):
             yield fig, axes
         finally:
             fig.clear()
-
-
-def _titled(svg: str, title: str) -> str:
-    """Give the SVG a <title> element (screen readers, tooltips) besides the drawn title."""
-    end = svg.index(">", svg.index("<svg")) + 1
-    return f"{svg[:end]}<title>{_e(title)}</title>{svg[end:]}"

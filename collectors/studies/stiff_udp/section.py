@@ -10,24 +10,29 @@ min/max/period/duration of the sinusoid are not in summary.json's declared flows
 the manifest's expanded cell (`cells[].cell`, durations already time-scaled), else from the run's
 snapshot of the profile TOML with the scenario's `set` and the cell's params applied. A missing cell,
 trial or file shows as "–" with a note; an analysis failure becomes a note, never an exception.
+
+SECTION is the reports.sections.Section; its template, stiff_udp.html.j2, lies beside this file.
 """
 from __future__ import annotations
 
-import html
 import logging
 import math
 import re
 import tomllib
+from pathlib import Path
 
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from longhaul.collectors.store.reader import StoredRun
+from longhaul.collectors.studies.stiff_udp import analysis as su
 from longhaul.collectors.studies.stiff_udp import appropriation as ap
 from longhaul.collectors.studies.stiff_udp import reference as ref
-from longhaul.collectors.studies.stiff_udp import analysis as su
+from longhaul.reports.fmt import mean_std
 from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, _decorate, _to_svg
+from longhaul.reports.sections import figure
 
 log = logging.getLogger(__name__)
 DASH = "–"
@@ -41,59 +46,94 @@ BURST_PINGS_PER_S = 10
 FIGURE_WINDOW_S = 60.0   # 240 s of a 9.87 s cosine is unreadable at page width
 
 
-def section(store) -> str | None:
-    notes: list[str] = []
-    try:
+class StiffUdpSection:
+    """Seed 002's Tables I-V and the appropriation of section VII.C."""
+
+    name = "stiff-udp"
+    template = Path(__file__).with_name("stiff_udp.html.j2")
+
+    def applies(self, store: StoredRun) -> bool:
+        try:
+            candidates = [c for c in store.cells if _candidate(c)]
+        except Exception:  # noqa: BLE001 - an unreadable store is the rest of the report's business
+            log.exception("seed 002 section: cell detection failed")
+            return False
+        for cell in candidates:
+            try:
+                if _shape(store, cell)[0] is not None:
+                    return True
+            except Exception:  # noqa: BLE001 - context() turns the cell into a note, which is worth showing
+                return True
+        return False
+
+    def context(self, store: StoredRun) -> dict:
+        notes: list[str] = []
         stiff, cross = _collect(store, notes)
-    except Exception:  # an unreadable store is the rest of the report's business
-        log.exception("seed 002 section: cell detection failed")
-        return None
-    if not stiff and not cross and not notes:
-        return None
-    try:
-        parts = _render(store, stiff, cross, notes)
-    except Exception as exc:  # the report must survive a bug in one analysis
-        log.exception("seed 002 section failed")
-        parts = [f'<p class="missing">The seed 002 analysis failed: {_e(exc)}</p>']
-    if notes:
-        parts.append('<ul class="missing">' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
-    return ('<section id="stiff-udp"><h2>Parallel TCP against stiff UDP and cross traffic '
-            '(seed 002, Tables I–V)</h2>' + "\n".join(parts) + "</section>")
+        try:
+            parts = {"error": None, **_render(store, stiff, cross, notes)}
+        except Exception as exc:  # noqa: BLE001 - the report must survive a bug in one analysis
+            log.exception("seed 002 section failed")
+            parts = {"error": f"The seed 002 analysis failed: {exc}"}
+        return {"intro": None, "effectiveness": [], "fairness": [], "figure": None, "appropriation": None,
+                **parts, "notes": notes}
+
+
+SECTION = StiffUdpSection()
 
 
 # ---- detection and per-cell numbers -------------------------------------------------------------
+
+def _seed002(cell: dict) -> bool:
+    source = str(((cell.get("reference") or {}).get("source")) or "")
+    return source.lower().startswith("seed 002") or bool(re.fullmatch(r"cross-p\d+", str(cell.get("scenario"))))
+
+
+def _candidate(cell: dict) -> bool:
+    """The cheap test first: most runs have nothing for this section."""
+    return _seed002(cell) or any(f.get("pattern") == "sinusoid" for f in _flows(cell, None).values())
+
+
+def _shape(store, cell: dict) -> tuple[str | None, dict | None, dict[str, dict]]:
+    """("stiff" | "cross" | None, the expanded cell, its flows) of a candidate cell: a foreground
+    TCP flow against a sinusoid, or (seed 002 only) against background TCP flows."""
+    decl = _declared(store, cell)
+    flows = _flows(cell, decl)
+    if not any(f.get("role") == "foreground" and (f.get("protocol") or "tcp") == "tcp" for f in flows.values()):
+        return None, decl, flows
+    if any(f.get("pattern") == "sinusoid" for f in flows.values()):
+        return "stiff", decl, flows
+    if _seed002(cell) and any(f.get("role") == "background" and f.get("protocol") == "tcp" for f in flows.values()):
+        return "cross", decl, flows
+    return None, decl, flows
+
 
 def _collect(store, notes: list[str]) -> tuple[list[dict], list[dict]]:
     """(stiff-UDP cases, cross-traffic cases): one dict per seed-002 cell with its numbers."""
     stiff, cross = [], []
     for cell in store.cells:
-        source = str(((cell.get("reference") or {}).get("source")) or "")
-        seed002 = source.lower().startswith("seed 002") or re.fullmatch(r"cross-p\d+", str(cell.get("scenario")))
-        if not seed002 and not any(f.get("pattern") == "sinusoid" for f in _flows(cell, None).values()):
-            continue   # cheap test first: most runs have nothing for this section
+        if not _candidate(cell):
+            continue
         try:
-            _add_case(store, cell, seed002, stiff, cross)
+            _add_case(store, cell, stiff, cross)
         except Exception as exc:  # one odd cell must not hide the others
             log.exception("seed 002 section: cell %s", cell.get("id"))
             notes.append(f"Cell {cell.get('id')} could not be analysed: {exc}")
     return stiff, cross
 
 
-def _add_case(store, cell: dict, seed002, stiff: list[dict], cross: list[dict]) -> None:
-    decl = _declared(store, cell)
-    flows = _flows(cell, decl)
-    fg = next((f for f in flows.values() if f.get("role") == "foreground"
-               and (f.get("protocol") or "tcp") == "tcp"), None)
-    if fg is None:
+def _add_case(store, cell: dict, stiff: list[dict], cross: list[dict]) -> None:
+    kind, decl, flows = _shape(store, cell)
+    if kind is None:
         return
-    sine = next((f for f in flows.values() if f.get("pattern") == "sinusoid"), None)
-    bg_tcp = [n for n, f in flows.items() if f.get("role") == "background" and f.get("protocol") == "tcp"]
+    fg = next(f for f in flows.values() if f.get("role") == "foreground" and (f.get("protocol") or "tcp") == "tcp")
     ok = [t for t in cell.get("trials") or [] if t.get("status") == "ok"]
     case = {"cell": cell, "fg": fg["name"], "streams": _int(fg.get("streams")) or 1, "ok": ok,
             "tcp_mbps": _values(ok, fg["name"], "mean_mbps"), "tcp_bytes": _values(ok, fg["name"], "bytes")}
-    if sine is not None:
+    if kind == "stiff":
+        sine = next(f for f in flows.values() if f.get("pattern") == "sinusoid")
         stiff.append({**case, **_stiff_numbers(store, case, sine, decl, flows)})
-    elif seed002 and bg_tcp:
+    else:
+        bg_tcp = [n for n, f in flows.items() if f.get("role") == "background" and f.get("protocol") == "tcp"]
         case["k"] = sum(_int(flows[n].get("streams")) or 1 for n in bg_tcp)
         case["cross"] = [sum(_flow(t, n)["mean_mbps"] for n in bg_tcp) for t in ok
                          if all(_values([t], n, "mean_mbps") for n in bg_tcp)]
@@ -175,28 +215,29 @@ def _icmp_mbps(probe: dict) -> float:
 
 # ---- rendering -----------------------------------------------------------------------------------
 
-def _render(store, stiff: list[dict], cross: list[dict], notes: list[str]) -> list[str]:
-    parts = [_intro(stiff, cross)]
+def _render(store, stiff: list[dict], cross: list[dict], notes: list[str]) -> dict:
+    """The template's parts in page order; notes are added in the same order as the parts."""
     ranges = sorted({(c["lo"], c["hi"]) for c in stiff},
                     key=lambda r: tuple(math.inf if x is None else x for x in r))
-    for rng in ranges:
-        parts.append(_effectiveness(rng, [c for c in stiff if (c["lo"], c["hi"]) == rng], notes))
-    for rng in ranges:
-        parts.append(_fairness(rng, [c for c in stiff if (c["lo"], c["hi"]) == rng], notes))
+    out = {"intro": _intro(stiff),
+           "effectiveness": [_effectiveness(rng, [c for c in stiff if (c["lo"], c["hi"]) == rng], notes)
+                             for rng in ranges],
+           "fairness": [_fairness(rng, [c for c in stiff if (c["lo"], c["hi"]) == rng], notes)
+                        for rng in ranges],
+           "figure": None, "appropriation": None}
     if stiff:
         for rng in RANGE_TABLES:
             if rng not in ranges:
                 notes.append(f"No cell with UDP {_range(rng)} Mb/s in this run: "
                              f"{RANGE_TABLES[rng][0].number} is not reproduced.")
-        svg = _figure(store, ranges, stiff, notes)
-        if svg:
-            parts.append(f"<figure>{svg}<figcaption>Declared stiff UDP rate f(t) (eq. 3, c = period/2π), "
-                         f"the UDP flow's per-second received rate and the TCP flow's per-second "
-                         f"throughput, first {FIGURE_WINDOW_S:g} s of one trial per UDP range (fewest "
-                         f"TCP streams). Each 1 s receiver interval, plotted at its end, averages f(t) over "
-                         f"that second, so it swings less than f(t) and lags it by ½ s.</figcaption></figure>")
+        out["figure"] = figure(
+            _figure(store, ranges, stiff, notes),
+            f"Declared stiff UDP rate f(t) (eq. 3, c = period/2π), the UDP flow's per-second received rate "
+            f"and the TCP flow's per-second throughput, first {FIGURE_WINDOW_S:g} s of one trial per UDP "
+            f"range (fewest TCP streams). Each 1 s receiver interval, plotted at its end, averages f(t) over "
+            f"that second, so it swings less than f(t) and lags it by ½ s.")
     if cross:
-        parts.append(_appropriation(cross, notes))
+        out["appropriation"] = _appropriation(cross, notes)
     elif stiff:
         notes.append("No cross-traffic cells (cross-p<N>) in this run: Table III and the appropriation "
                      "of section VII.C are not reproduced.")
@@ -208,39 +249,25 @@ def _render(store, stiff: list[dict], cross: list[dict], notes: list[str]) -> li
         if case.get("rtt_fallback"):
             notes.append(f"Cell {case['cell'].get('id')}: rtt.csv missing in {case['rtt_fallback']} "
                          f"trial(s); their median RTT is trial.json's (whole trial).")
-    return parts
+    return out
 
 
-def _intro(stiff: list[dict], cross: list[dict]) -> str:
-    text = ("<p>A 1-stream (“Baseline 1”) or N-stream (“Parallel N”) TCP transfer shares the "
-            "bottleneck with the paper's stiff sinusoidal UDP stream or with 5 single TCP streams; "
-            "the paper's “Combined” rows need its kernel patch and are not run. Ours: mean ± "
-            "sample std over ok trials (n in the last column); paper's values in grey.</p>")
-    known = [c for c in stiff if c["t_bytes"]]
-    if known:
-        c = known[0]
-        text += (f"<p>T is eq. (8) for what our lab sent: M = {c['link']:g} Mb/s (the configured "
-                 f"bottleneck), τ = the TCP flow's duration ({c['tau']:g} s), Min/Max/period of the "
-                 f"declared sinusoid with c = period/2π as our paced source uses (period {c['period']:.4g} s, "
-                 f"c = {c['period'] / (2 * math.pi):.4g} s, the paper's 0.05π·10 s), and I = {c['icmp']:.3f} "
-                 f"Mb/s: our fping sends its default 56-byte payload (84 B as IPv4 packet) every "
-                 f"probe interval, where the paper sent 1440 B every 10 ms (its printed T imply I = "
-                 f"{ref.IMPLIED_ICMP_MBPS} Mb/s). So our T is larger than the paper's by about "
-                 f"(1.09 − I)·τ/8 MB ({(ref.IMPLIED_ICMP_MBPS - c['icmp']) * c['tau'] / 8:.1f} MB here). "
-                 f"Units: our Measured MB are 10<sup>6</sup> bytes received and Achieved % divides bytes "
-                 f"by bytes; the paper's Measured MB look like Iperf MBytes (2<sup>20</sup> B) divided by "
-                 f"T in 10<sup>6</sup>-byte MB, which understates its Achieved % by 4.9 % relative.</p>")
-        if c["tau"] != ref.DURATION_S:
-            text += (f"<p class='missing'>Our transfers lasted {c['tau']:g} s, not the paper's "
-                     f"{ref.DURATION_S:g} s (time scale): compare Mb/s and percentages, not MB.</p>")
-    return text
+def _intro(stiff: list[dict]) -> dict:
+    """The numbers behind the text on T (eq. 8), from the first case that has T."""
+    c = next((c for c in stiff if c["t_bytes"]), None)
+    if c is None:
+        return {"t": None, "scaled": None}
+    t = {"link": f"{c['link']:g}", "tau": f"{c['tau']:g}", "period": f"{c['period']:.4g}",
+         "c": f"{c['period'] / (2 * math.pi):.4g}", "icmp": f"{c['icmp']:.3f}",
+         "implied_icmp": f"{ref.IMPLIED_ICMP_MBPS}",
+         "excess_mb": f"{(ref.IMPLIED_ICMP_MBPS - c['icmp']) * c['tau'] / 8:.1f}"}
+    scaled = {"tau": f"{c['tau']:g}", "paper": f"{ref.DURATION_S:g}"} if c["tau"] != ref.DURATION_S else None
+    return {"t": t, "scaled": scaled}
 
 
-def _effectiveness(rng: tuple, cases: list[dict], notes: list[str]) -> str:
+def _effectiveness(rng: tuple, cases: list[dict], notes: list[str]) -> dict:
     table = RANGE_TABLES.get(rng, (None, None))[0]
     paper_t = ref.THEORETICAL_CAPACITY_MB.get(table.number) if table else None
-    head = ("<tr><th>TCP method</th><th>Throughput Mb/s</th><th>paper</th><th>Measured MB</th>"
-            "<th>paper</th><th>T MB (ours)</th><th>Achieved %</th><th>paper</th><th>n</th></tr>")
     rows = []
     for streams, case, name in _rows(cases, rng, "UDP " + _range(rng), notes):
         c = case or {}
@@ -251,14 +278,12 @@ def _effectiveness(rng: tuple, cases: list[dict], notes: list[str]) -> str:
                         _f(_mean(c.get("tcp_bytes")), 1, 1e-6), _paper(case, table, name, None, "Measured MB"),
                         _f(c.get("t_bytes"), 1, 1e-6), _ms(c.get("achieved")),
                         _paper(case, table, name, "achieved_pct", "Achieved %"), str(len(c.get("ok") or []))))
-    return _table(_title(table, "TCP effectiveness", rng) + (f" (paper T = {paper_t} MB)" if table else ""),
-                  head, rows)
+    return {"title": _title(table, "TCP effectiveness", rng) + (f" (paper T = {paper_t} MB)" if table else ""),
+            "rows": rows}
 
 
-def _fairness(rng: tuple, cases: list[dict], notes: list[str]) -> str:
+def _fairness(rng: tuple, cases: list[dict], notes: list[str]) -> dict:
     table = RANGE_TABLES.get(rng, (None, None))[1]
-    head = ("<tr><th>TCP method</th><th>median RTT ms</th><th>paper</th><th>√p</th><th>paper</th>"
-            "<th>UDP loss % (median)</th><th>n</th></tr>")
     rows = []
     for streams, case, name in _rows(cases, rng, None, []):
         c = case or {}
@@ -270,21 +295,14 @@ def _fairness(rng: tuple, cases: list[dict], notes: list[str]) -> str:
                         str(len(c.get("ok") or []))))
         if case and case["ok"] and not c.get("loss"):
             notes.append(f"Cell {case['cell'].get('id')}: no UDP loss recorded; √p is “–”.")
-    title = _title(table, "fairness", rng)
-    note = ("<p>Median RTT: median of the per-trial medians of our probe's rtt.csv within the "
-            "transfer [0, τ]. √p as the paper prints it: the square root of the UDP loss in percent "
-            "(collectors/stiff_udp.paper_sqrt_p), here of the median loss over trials.</p>")
-    return _table(title, head, rows) + note
+    return {"title": _title(table, "fairness", rng), "rows": rows}
 
 
-def _appropriation(cases: list[dict], notes: list[str]) -> str:
+def _appropriation(cases: list[dict], notes: list[str]) -> dict:
     base = next((c for c in cases if c["streams"] == 1 and c["cross"]), None)
     b = float(np.median(base["cross"])) if base else None
     if base is None:
         notes.append("No Baseline 1 cross-traffic cell with results: appropriation cannot be computed.")
-    head = ("<tr><th>TCP method</th><th>Throughput Mb/s</th><th>paper</th><th>Measured MB</th><th>paper</th>"
-            "<th>cross aggregate Mb/s (median)</th><th>paper</th><th>appropriation %</th><th>paper</th>"
-            "<th>N/(N+k) predicts %</th><th>n</th></tr>")
     rows = []
     for streams, case, name in _rows(cases, None, "cross traffic", notes):
         c = case or {}
@@ -304,10 +322,7 @@ def _appropriation(cases: list[dict], notes: list[str]) -> str:
                         _f(pct, 1) if streams != 1 else "(baseline)", _pv(paper_pct),
                         _f(ap.predicted_appropriation_pct(streams, k), 1) if streams != 1 else DASH,
                         str(len(c.get("ok") or []))))
-    note = ("<p>Appropriation = (B − A)/B · 100 with B the 5 cross streams' median aggregate against "
-            "Baseline 1 and A the same against the method (collectors/studies/stiff_udp/appropriation.py); “≈” marks "
-            "the paper's cross aggregate implied by its 75.3 Mb/s baseline and its appropriation %.</p>")
-    return _table("TABLE III equivalent and appropriation (section VII.C): 5 cross TCP streams", head, rows) + note
+    return {"title": "TABLE III equivalent and appropriation (section VII.C): 5 cross TCP streams", "rows": rows}
 
 
 def _rows(cases: list[dict], rng, what: str | None, notes: list[str]):
@@ -367,16 +382,20 @@ def _figure(store, ranges, stiff: list[dict], notes: list[str]) -> str | None:
 
 # ---- small helpers -------------------------------------------------------------------------------
 
-def _paper(case, table, row: str, key: str | None, column: str) -> str:
+def _paper(case, table, row: str, key: str | None, column: str) -> dict:
     """The paper's number: the cell's reference value `key`, else the printed table's."""
     name = "Base" if table is ref.TABLE_V and row == "Baseline 1" else row   # Table V's own row name
     printed = table.value(name, column) if table is not None and name in table.row_names() else None
     return _pv(_paper_value(case, key, printed))
 
 
-def _pv(value, prefix: str = "") -> str:
-    """A paper value with the precision it was printed with."""
-    return f'<span class="paper-inline">{prefix}{value:g}</span>' if _num(value) is not None else DASH
+def _pv(value, prefix: str = "") -> dict:
+    """A paper value with the precision it was printed with (the template shows it in grey)."""
+    return {"text": f"{prefix}{value:g}", "paper": True} if _num(value) is not None else _cell(DASH)
+
+
+def _cell(text: str) -> dict:
+    return {"text": text, "paper": False}
 
 
 def _paper_value(case, key: str | None, default):
@@ -427,17 +446,14 @@ def _ms(values) -> str:
     """mean ± sample std over trials (a single trial has no spread to show)."""
     if not values:
         return DASH
-    return f"{np.mean(values):.2f}" + (f" ± {np.std(values, ddof=1):.2f}" if len(values) > 1 else "")
+    std = float(np.std(values, ddof=1)) if len(values) > 1 else None
+    return mean_std(float(np.mean(values)), std, len(values), _two, _two)
 
 
-def _tr(first: str, *rest: str) -> str:   # rest: numbers as text, or a paper value's <span>
-    return (f"<tr><td>{_e(first)}</td>"
-            + "".join(f"<td class='num'>{c if c.startswith('<span') else _e(c)}</td>" for c in rest) + "</tr>")
+def _two(value) -> str:
+    return f"{value:.2f}"
 
 
-def _table(title: str, head: str, rows: list[str]) -> str:
-    return f"<h3>{_e(title)}</h3><table class='stiff-udp'><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-def _e(value) -> str:
-    return html.escape(str(value))
+def _tr(name: str, *cells: str | dict) -> dict:
+    """A table row: the method's name, then numbers as text or paper values from _pv."""
+    return {"name": name, "cells": [c if isinstance(c, dict) else _cell(c) for c in cells]}

@@ -127,7 +127,7 @@ def load_trials(source: Path, traces: Path | None = None) -> list[Trial]:
 
 
 def trials_from_store(store) -> list[Trial]:
-    """One row per ok trial and foreground TCP flow of a `reports.store_reader.RunStore`.
+    """One row per ok trial and foreground TCP flow of a `collectors.store.reader.StoredRun`.
 
     The RTT is the configured one (the sweep's value, what the profile is drawn against); the
     buffer is the cell's swept value, else what the profile fixed ([tuning] or the flow's own).

@@ -2,14 +2,17 @@
 Poincare maps, Lyapunov exponents, throughput vs exponent and the transport selection per RTT.
 
 Shown only for runs that sweep the RTT (at least 3 distinct RTTs among foreground TCP trials). The
-section must never break the report, so an analysis failure becomes a note in the section.
+numbers are study.analyse()'s, the analysis `longhaul analyze profile` prints; this module only
+draws them. The section must never break the report, so an analysis failure becomes a note in the
+section. SECTION is the reports.sections.Section; its template, throughput_profile.html.j2, lies
+beside this file.
 """
 from __future__ import annotations
 
 import contextlib
-import html
 import logging
 import math
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -17,12 +20,20 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from longhaul.collectors.store.reader import StoredRun
 from longhaul.collectors.studies.throughput_profile import dynamics as dyn
-from longhaul.collectors.studies.throughput_profile.analysis import (box_stats, buffer_rank, build_profiles, capacity_of,
-                                             distinct_rtts, load_trace, trials_from_store)
-from longhaul.collectors.studies.throughput_profile.transition_rtt import fit_profiles
+from longhaul.collectors.studies.throughput_profile.analysis import (
+    box_stats,
+    buffer_rank,
+    distinct_rtts,
+    load_trace,
+    trials_from_store,
+)
+from longhaul.collectors.studies.throughput_profile.study import ProfileAnalysis, analyse
 from longhaul.collectors.studies.throughput_profile.transport_selection import selection_table, table_rtts
+from longhaul.reports.fmt import DASH
 from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, _to_svg
+from longhaul.reports.sections import figure
 
 log = logging.getLogger(__name__)
 MIN_RTTS = 3
@@ -32,116 +43,102 @@ PAPER_RTTS = (11.8, 183.0)  # seed 001 Figures 12-13 compare a short and a long 
 RASTER, RASTER_DPI = True, 150
 
 
-def section(store) -> str | None:
-    try:
-        trials = trials_from_store(store)
-    except Exception:  # noqa: BLE001 - an unreadable store is the rest of the report's business
-        return None
-    if len(distinct_rtts(trials)) < MIN_RTTS:
-        return None
-    try:
-        return _render(trials)
-    except Exception as exc:  # noqa: BLE001 - the report must survive a bug in one analysis
-        log.exception("throughput-profile section failed")
-        return _wrap([f'<p class="missing">The throughput-profile analysis failed: {_e(exc)}</p>'])
+class ThroughputProfileSection:
+    """Seed 001's throughput profiles of an RTT sweep."""
+
+    name = "throughput-profile"
+    template = Path(__file__).with_name("throughput_profile.html.j2")
+
+    def applies(self, store: StoredRun) -> bool:
+        try:
+            trials = trials_from_store(store)
+        except Exception:  # noqa: BLE001 - an unreadable store is the rest of the report's business
+            return False
+        return len(distinct_rtts(trials)) >= MIN_RTTS
+
+    def context(self, store: StoredRun) -> dict:
+        try:
+            return {"error": None, **_context(analyse(trials_from_store(store)))}
+        except Exception as exc:  # noqa: BLE001 - the report must survive a bug in one analysis
+            log.exception("throughput-profile section failed")
+            return {"error": f"The throughput-profile analysis failed: {exc}"}
 
 
-def _render(trials) -> str:
-    profiles = build_profiles(trials)
-    scale = capacity_of(trials, profiles)
-    fits = fit_profiles(profiles, scale)
+SECTION = ThroughputProfileSection()
+
+
+def _context(a: ProfileAnalysis) -> dict:
+    profiles, fits, scale, rtts = a.profiles, a.fits, a.capacity_mbps, a.rtts_ms
     ccas = sorted({c.cca for c in profiles})
     buffers = sorted({c.buffer for c in profiles}, key=buffer_rank)
     streams = sorted({c.streams for c in profiles})
-    rtts = distinct_rtts(trials)
-    traced = [t for t in trials if t.trace is not None]
-    parts = [_intro(trials, profiles, scale, rtts, len(traced))]
-    parts.append("<h3>Profiles</h3>")
+    traced = [t for t in a.trials if t.trace is not None]
+    figures = []
     for cca in ccas:
-        parts.append(_fig(_profile_plot(cca, profiles, buffers, scale),
-                          f"{cca}: mean throughput over repeats vs RTT, one line per stream count, one "
-                          f"panel per buffer; bars: ±1 std; dashed: the bottleneck rate."))
-        parts.append(_fig(_box_plot(cca, profiles, buffers, streams),
-                          f"{cca}: distribution of the repeats' average throughput per RTT (box: "
-                          f"quartiles, whiskers: 1.5 IQR, dots: outliers), fewest and most streams."))
-    parts.append("<h3>Transition RTT</h3>")
-    parts.append(_tau_table(fits, ccas, buffers, streams))
-    parts.append(_fig(_tau_plot(fits, ccas, buffers, streams),
-                      "Transition RTT tauT vs stream count per buffer (as seed 001 Figure 10): the "
-                      "profile is concave up to tauT and convex beyond it."))
-    for cca in ccas:
-        parts.append(_fig(_fit_plot(cca, fits, buffers, streams),
-                          f"{cca}: scaled profile (throughput / {scale:.0f} Mb/s) with the concave "
-                          f"sigmoid fit (solid) up to tauT and the convex fit (dashed) from it; dotted "
-                          f"line: tauT (seed 001 Figure 9)."))
-    if traced:
-        parts.append(_dynamics(trials, ccas, buffers, rtts))
-    parts.append(_selection(profiles, rtts))
-    return _wrap(parts)
+        figures.append(figure(_profile_plot(cca, profiles, buffers, scale),
+                              f"{cca}: mean throughput over repeats vs RTT, one line per stream count, one "
+                              f"panel per buffer; bars: ±1 std; dashed: the bottleneck rate."))
+        figures.append(figure(_box_plot(cca, profiles, buffers, streams),
+                              f"{cca}: distribution of the repeats' average throughput per RTT (box: "
+                              f"quartiles, whiskers: 1.5 IQR, dots: outliers), fewest and most streams."))
+    return {
+        "intro": {"trials": len(a.trials), "configs": len(profiles), "rtts": ", ".join(f"{r:g}" for r in rtts),
+                  "ccas": ", ".join(ccas), "traced": len(traced), "scale": f"{scale:.0f}"},
+        "profiles": figures,
+        "tau": _tau_table(fits, ccas, buffers, streams),
+        "tau_figure": figure(_tau_plot(fits, ccas, buffers, streams),
+                             "Transition RTT tauT vs stream count per buffer (as seed 001 Figure 10): the "
+                             "profile is concave up to tauT and convex beyond it."),
+        "fit_figures": [figure(_fit_plot(cca, fits, buffers, streams),
+                               f"{cca}: scaled profile (throughput / {scale:.0f} Mb/s) with the concave "
+                               f"sigmoid fit (solid) up to tauT and the convex fit (dashed) from it; dotted "
+                               f"line: tauT (seed 001 Figure 9).") for cca in ccas],
+        "dynamics": _dynamics(a, ccas, buffers) if traced else None,
+        "selection": _selection(profiles, rtts),
+    }
 
 
-def _intro(trials, profiles, scale, rtts, n_traced) -> str:
-    ccas = ", ".join(sorted({c.cca for c in profiles}))
-    return (f"<p>{len(trials)} successful trials of {len(profiles)} configurations (variant, streams, "
-            f"buffer) at RTTs {', '.join(f'{r:g}' for r in rtts)} ms; variants {_e(ccas)}; "
-            f"{n_traced} with a per-second trace. The bottleneck is {scale:.0f} Mb/s, where seed 001 "
-            f"measured 10 Gb/s connections: compare the shapes (concave then convex, where tauT lies, "
-            f"which configuration wins), not the absolute rates. How to read this section: "
-            f"docs/throughput-profiles.md.</p>")
-
-
-def _dynamics(trials, ccas, buffers, rtts) -> str:
+def _dynamics(a: ProfileAnalysis, ccas, buffers) -> dict:
     big = buffers[-1]
-    pair = _paper_pair(rtts)
-    parts = ["<h3>Dynamics</h3>",
-             f"<p>Poincaré maps plot each second's throughput against the previous one (seed 001 "
-             f"section 4.1); a tight cluster on the diagonal is stable, a wide cloud means nearby "
-             f"rates evolve into very different ones. Shown for the {_e(big)} buffer at "
-             f"{pair[0]:g} and {pair[1]:g} ms.</p>"]
+    pair = _paper_pair(a.rtts_ms)
+    figures = []
     for cca in ccas:
-        chosen = [t for t in trials if t.cca == cca and t.buffer == big and t.rtt_ms in pair]
+        chosen = [t for t in a.trials if t.cca == cca and t.buffer == big and t.rtt_ms in pair]
         if not any(t.trace is not None for t in chosen):
             continue
-        parts.append(_fig(_poincare_plot(cca, chosen, pair),
-                          f"{cca}, {big} buffer: Poincaré maps X(i+1) vs X(i) of the first trace of "
-                          f"each stream count; left: every stream separately, right: aggregate."))
-        parts.append(_fig(_lyapunov_plot(cca, chosen, pair),
-                          f"{cca}, {big} buffer: per-point Lyapunov exponents ln|dM/dX| of the "
-                          f"first aggregate trace of each stream count, dM/dX from successive points (X(i+2)-X(i+1))/(X(i+1)-X(i)); "
-                          f"compact and near zero is stable (seed 001 Figure 13)."))
-    per_trace, _ = dyn.analyse_traces([t for t in trials if t.buffer == big])
+        figures.append(figure(_poincare_plot(cca, chosen, pair),
+                              f"{cca}, {big} buffer: Poincaré maps X(i+1) vs X(i) of the first trace of "
+                              f"each stream count; left: every stream separately, right: aggregate."))
+        figures.append(figure(_lyapunov_plot(cca, chosen, pair),
+                              f"{cca}, {big} buffer: per-point Lyapunov exponents ln|dM/dX| of the "
+                              f"first aggregate trace of each stream count, dM/dX from successive points (X(i+2)-X(i+1))/(X(i+1)-X(i)); "
+                              f"compact and near zero is stable (seed 001 Figure 13)."))
+    per_trace = [d for d in a.traces or [] if d.trial.buffer == big]
     rho = dyn.throughput_vs_exponent(per_trace)["spearman"]
     note = "" if rho is None else f" Spearman rank correlation over traces: {rho:+.2f}."
     if per_trace:
-        parts.append(_fig(_exponent_plot(per_trace, ccas, rtts),
-                          f"Average throughput vs the trace's Lyapunov exponent (mean ln|dM/dX|, dM/dX "
-                          f"from the nearest state), {big} buffer, every trace (seed 001 Figure 14): "
-                          f"section 4.2 expects throughput to fall as the exponent rises.{note}"))
-    return "".join(parts)
+        figures.append(figure(_exponent_plot(per_trace, ccas, a.rtts_ms),
+                              f"Average throughput vs the trace's Lyapunov exponent (mean ln|dM/dX|, dM/dX "
+                              f"from the nearest state), {big} buffer, every trace (seed 001 Figure 14): "
+                              f"section 4.2 expects throughput to fall as the exponent rises.{note}"))
+    return {"buffer": big, "pair": [f"{r:g}" for r in pair], "figures": figures}
 
 
-def _selection(profiles, rtts) -> str:
+def _selection(profiles, rtts) -> list[dict]:
     rows = []
     for s in selection_table(profiles, table_rtts(rtts)):
         b, r = s.best, s.runner_up
-        ci = f"{b.ci_mbps[0]:.0f}–{b.ci_mbps[1]:.0f}" if b.ci_mbps else "–"
-        how = "measured" if b.bracket_ms[0] == b.bracket_ms[1] else "interpolated"
-        runner = f"{_e(r.config.label)} ({r.expected_mbps:.0f})" if r else "–"
-        clear = "–" if s.clear is None else "yes" if s.clear else "no"
-        rows.append(f"<tr><td class='num'>{s.rtt_ms:g}</td><td>{how}</td><td>{_e(b.config.label)}</td>"
-                    f"<td class='num'>{b.expected_mbps:.0f}</td><td class='num'>{ci}</td>"
-                    f"<td class='num'>{b.p10_mbps:.0f}–{b.p90_mbps:.0f}</td><td>{runner}</td><td>{clear}</td></tr>")
-    head = ("<tr><th>RTT (ms)</th><th></th><th>best: cca / streams / buffer</th><th>expected Mb/s</th>"
-            "<th>95% CI of mean</th><th>p10–p90 of trials</th><th>runner-up (Mb/s)</th><th>clear?</th></tr>")
-    return ("<h3>Transport selection</h3><p>The configuration with the highest profile mean at each "
-            "measured RTT and, interpolated linearly, halfway between them (seed 001 section 5). "
-            "“Clear” means the runner-up is at least two standard errors behind. For any other RTT: "
-            "<span class='mono'>longhaul advise --rtt MS --from RUN_DIR</span>.</p>"
-            f"<table class='selection'><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>")
+        rows.append({"rtt": f"{s.rtt_ms:g}", "how": "measured" if b.bracket_ms[0] == b.bracket_ms[1] else "interpolated",
+                     "best": b.config.label, "expected": f"{b.expected_mbps:.0f}",
+                     "ci": f"{b.ci_mbps[0]:.0f}–{b.ci_mbps[1]:.0f}" if b.ci_mbps else DASH,
+                     "spread": f"{b.p10_mbps:.0f}–{b.p90_mbps:.0f}",
+                     "runner_up": f"{r.config.label} ({r.expected_mbps:.0f})" if r else DASH,
+                     "clear_cut": DASH if s.clear is None else "yes" if s.clear else "no"})
+    return rows
 
 
-def _tau_table(fits, ccas, buffers, streams) -> str:
-    head = "".join(f"<th>{n} stream{'s' * (n > 1)}</th>" for n in streams)
+def _tau_table(fits, ccas, buffers, streams) -> dict:
+    """tauT per (cca, buffer) row and stream-count column; "≥"/"≤" mark a one-sided profile."""
     rows = []
     for cca in ccas:
         for b in buffers:
@@ -149,12 +146,9 @@ def _tau_table(fits, ccas, buffers, streams) -> str:
             for n in streams:
                 f = _lookup(fits, cca, b, n)
                 mark = "" if f is None else {"concave": "≥ ", "convex": "≤ "}.get(f.kind, "")
-                cells.append(f"<td class='num'>{'–' if f is None else f'{mark}{f.tau_t_ms:g}'}</td>")
-            rows.append(f"<tr><td>{_e(cca)}</td><td>{_e(b)}</td>{''.join(cells)}</tr>")
-    return (f"<table class='tau'><thead><tr><th>cca</th><th>buffer</th>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table><p class='caption'>tauT in ms per stream count "
-            f"(columns). “≤ smallest RTT”: entirely convex, only the convex fit (seed 001 Figure 9, "
-            f"default buffer); “≥ largest RTT”: concave over every measured RTT.</p>")
+                cells.append(DASH if f is None else f"{mark}{f.tau_t_ms:g}")
+            rows.append({"cca": cca, "buffer": b, "cells": cells})
+    return {"streams": [f"{n} stream{'s' * (n > 1)}" for n in streams], "rows": rows}
 
 
 # ---- figures ----------------------------------------------------------------------------------
@@ -359,16 +353,3 @@ def _paper_pair(rtts: list[float]) -> tuple[float, float]:
     """The measured RTTs nearest (on a log scale) to the paper's 11.8 and 183 ms."""
     near = [min(rtts, key=lambda r: abs(math.log(max(r, 0.01) / p))) for p in PAPER_RTTS]
     return (near[0], near[1]) if near[0] != near[1] else (rtts[0], rtts[-1])
-
-
-def _fig(svg: str, caption: str) -> str:
-    return f"<figure>{svg}<figcaption>{_e(caption)}</figcaption></figure>"
-
-
-def _wrap(parts: list[str]) -> str:
-    return ('<section id="throughput-profile"><h2>Throughput profiles (seed 001)</h2>'
-            + "".join(parts) + "</section>")
-
-
-def _e(value) -> str:
-    return html.escape(str(value))

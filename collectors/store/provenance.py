@@ -1,0 +1,75 @@
+"""Where a run came from: its id, times, longhaul's revision, the controller host and tool versions,
+and the manifest built from them. Every kind of run (a profile run, an OPS run or evaluation)
+writes its manifest through `run_manifest`, so the header keys are the same for all."""
+
+from __future__ import annotations
+
+import platform
+import secrets
+import subprocess
+import time
+from pathlib import Path
+
+from longhaul import __version__
+from longhaul.collectors.store import format as fmt
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def git_revision(repo: Path) -> dict:
+    def git(*args):
+        try:
+            return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=5).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+    return {"version": __version__, "git_revision": git("rev-parse", "HEAD") or None,
+            "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def tool_versions() -> dict:
+    out = {}
+    for tool, argv in {"iperf3": ["iperf3", "--version"], "fping": ["fping", "--version"],
+                       "iproute2": ["ip", "-V"], "iptables": ["iptables", "--version"]}.items():
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=5)
+            out[tool] = (res.stdout or res.stderr).strip().splitlines()[0]
+        except (OSError, subprocess.TimeoutExpired, IndexError):
+            out[tool] = None
+    return out
+
+
+def host_info() -> dict:
+    return {"hostname": platform.node(), "kernel": platform.release(), "os": _os_release()}
+
+
+def run_manifest(run_id: str, *, repo: Path, kind: str | None = None, status: str = "running",
+                 finished: bool = False, **sections) -> dict:
+    """manifest.json of a run: the header every run has, then `sections` in the order given
+    (backend, features, tools, config, profiles, cells, ...: docs/results-format.md). `kind` names
+    runs that are not profile runs ("ops-run", "ops-evaluation"); `finished` stamps a run that is
+    written once, complete."""
+    now = now_iso()
+    doc = {"format": fmt.RUN_FORMAT, "version": fmt.CURRENT_VERSION, "run_id": run_id, "started": now,
+           "finished": now if finished else None, "status": status}
+    if kind is not None:
+        doc["kind"] = kind
+    doc.update(longhaul=git_revision(repo), host=host_info())
+    doc.update(sections)
+    doc.setdefault("cells", [])
+    return doc
+
+
+def _os_release() -> str | None:
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip('"')
+    except OSError:
+        pass
+    return None

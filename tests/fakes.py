@@ -1,0 +1,315 @@
+"""A fake lab backend for root-less tests of the middle: runner, trial, verification and the store.
+
+FakeBackend honours the backend contract (hardware/backends/base.py): a session builds FakeLabs,
+whose executors answer the commands the trial, the verification and the live collectors run with
+canned output of the real tools (tests/data): iperf3 client JSON, fping bursts at the fake path's
+RTT, `ss` readiness lines, the shaper meter's `tc -s -j` samples at the fake path's rate, and the
+tcp_info probe's JSON lines. Nothing is executed; processes "run" until stopped (servers, probes)
+or exit at once (clients), so a trial takes as long as its flows' start times, not their lengths.
+
+Register it for a test with `use_fake_backend(monkeypatch, FakeBackend(...))` and a config with
+`[lab] backend = "fake"` (write_fake_config).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from longhaul.appliance.run.trial import BASE_PORT, PORTS_PER_FLOW
+from longhaul.collectors.live.rtt_probe import _BURST_LOOP_SH
+from longhaul.collectors.live.shaper_meter import _LOOP_SH as SHAPER_LOOP_SH
+from longhaul.core.model import Strict
+from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
+from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
+from longhaul.hardware.backends.registry import BACKENDS
+from longhaul.hardware.cleanup import CleanupStack
+from longhaul.hardware.executors.process import Completed
+from longhaul.hardware.topology import dumbbell
+
+DATA = Path(__file__).parent / "data"
+IPERF3_TCP = DATA / "iperf3_tcp_p2.json"   # 2 streams, 6 s: 302536432 bytes received in 6.00012 s
+NAME = "fake"
+_pids = itertools.count(50_000)
+
+
+@dataclass
+class FakePath:
+    """What the fake lab's path does, relative to the cell's configuration."""
+
+    rtt_offset_ms: float = 0.0        # measured RTT = configured + this (verification refuses beyond tolerance)
+    rate_factor: float = 1.0          # shaper rate = configured x this
+    client_output: str | None = None  # the iperf3 client's stdout (default: tests/data/iperf3_tcp_p2.json)
+    rtt_rounds: int = 5               # fping rounds the probe reports per trial
+    socket_ticks: int = 20            # tcp_info ticks (10 Hz) the sampler reports per trial
+
+
+class FakeProcess:
+    """Process's interface (hardware/executors/process.py) without a process: output is written
+    to its files when it starts; it ends after `runs_s` or when stopped."""
+
+    def __init__(self, argv: list[str], host: str, label: str, stdout: Path | None, stderr: Path | None,
+                 runs_s: float = 0.0, output: str = ""):
+        self.argv, self.host, self.label = argv, host, label
+        self.stdout_path, self.stderr_path = stdout, stderr
+        self.pid = next(_pids)
+        self.started = time.monotonic()
+        self._ends = self.started + runs_s
+        self._code: int | None = None
+        for path, text in ((stdout, output), (stderr, "")):
+            if path is not None:
+                Path(path).write_text(text)
+
+    def poll(self) -> int | None:
+        if self._code is None and time.monotonic() >= self._ends:
+            self._code = 0
+        return self._code
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.poll() if self.poll() is not None else self.stop()
+
+    def stop(self, term_timeout: float = 3.0, kill_timeout: float = 3.0, sig: int = 15) -> int | None:
+        if self.poll() is None:
+            self._code = -int(sig)
+        return self._code
+
+    def read_stdout(self) -> str:
+        return self.stdout_path.read_text() if self.stdout_path and self.stdout_path.exists() else ""
+
+    def read_stderr(self) -> str:
+        return self.stderr_path.read_text() if self.stderr_path and self.stderr_path.exists() else ""
+
+
+class FakeExecutor:
+    """Executor's interface for one lab host; every command is recorded in lab.commands."""
+
+    def __init__(self, name: str, lab: FakeLab):
+        self.name = name
+        self.lab = lab
+
+    def run(self, argv: list[str], timeout: float = 30.0, check: bool = True, input: str | None = None) -> Completed:
+        self.lab.commands.append((self.name, list(argv)))
+        if argv[0] == "fping" and "-C" in argv:          # a burst: fping -C N -q prints to stderr
+            return Completed(argv, 0, "", self.lab.fping_line(argv[-1]) + "\n")
+        if argv[0] == "ss":                              # readiness: something listens on the port
+            return Completed(argv, 0, f"LISTEN 0 5 *:{argv[-1].lstrip(':')} *:*\n", "")
+        if argv[0] == "iperf3" and "-c" in argv:         # the verification's rate probe
+            return Completed(argv, 0, self.lab.client_output(), "")
+        return Completed(argv, 0, "", "")
+
+    def start(self, argv: list[str], label: str = "", stdout: Path | None = None,
+              stderr: Path | None = None) -> FakeProcess:
+        self.lab.commands.append((self.name, list(argv)))
+        runs_s, output = self.lab.respond(self.name, argv)
+        return FakeProcess(argv, self.name, label or argv[0], stdout, stderr, runs_s, output)
+
+
+class FakeLab:
+    """The Lab contract on a dumbbell that exists only as data."""
+
+    def __init__(self, spec: LabSpec, tag: str, path: FakePath, workdir: Path):
+        self.topo = dumbbell(tag, spec.pairs, spec.access_rate_mbps, spec.bottleneck_rate_mbps, spec.mtu)
+        self.settings = spec.link
+        self.spec = spec
+        self.path = path
+        self.workdir = workdir
+        self.record = None
+        self.built = False
+        self.torn_down = False
+        self.commands: list[tuple[str, list[str]]] = []
+
+    @property
+    def rtt_ms(self) -> float:
+        return self.settings.rtt_ms + self.path.rtt_offset_ms
+
+    def executor(self, host: str) -> FakeExecutor:
+        self.topo.host(host)                 # a KeyError for a host the lab does not have
+        return FakeExecutor(host, self)
+
+    def address(self, host: str) -> str:
+        return self.topo.address(host)
+
+    def pair_facts(self, pair: int) -> dict:
+        return {}
+
+    def build(self) -> None:
+        self.built = True
+
+    # --- the tools' output ---
+
+    def fping_line(self, target: str) -> str:
+        return f"{target} : " + " ".join(f"{self.rtt_ms:.2f}" for _ in range(10))
+
+    def client_output(self) -> str:
+        return self.path.client_output if self.path.client_output is not None else IPERF3_TCP.read_text()
+
+    def respond(self, host: str, argv: list[str]) -> tuple[float, str]:
+        """(how long the process runs, its stdout) for a started command."""
+        if argv[:2] == ["sh", "-c"] and argv[2] == _BURST_LOOP_SH:
+            return math.inf, self._burst_rounds(argv[-1])
+        if argv[:2] == ["sh", "-c"] and argv[2] == SHAPER_LOOP_SH:
+            return math.inf, self._shaper_samples(float(argv[-1]))
+        if "longhaul.drivers.agents.tcpinfo_probe" in argv:
+            ports = [int(p) for p in argv[argv.index("--ports") + 1].split(",")]
+            return math.inf, self._tcpinfo(host, ports)
+        if argv[0] == "iperf3" and "-s" in argv:
+            return math.inf, ""
+        if argv[0] == "iperf3" and "-c" in argv:
+            return 0.0, self.client_output()
+        return 0.0, ""
+
+    def _burst_rounds(self, target: str) -> str:
+        """rtt_probe's loop: `T <epoch>` then fping's burst line, one round a second from now."""
+        now = time.time()
+        return "".join(f"T {now + k:.6f}\n{self.fping_line(target)}\n" for k in range(self.path.rtt_rounds))
+
+    def _shaper_samples(self, period_s: float) -> str:
+        """shaper_meter's loop: the router's clock, then `tc -s -j qdisc show` of a tbf that keeps a
+        backlog and sends at the path's rate."""
+        rate_bps = self.spec.bottleneck_rate_mbps * self.path.rate_factor * 1e6
+        t0, out = time.time(), []
+        for k in range(int(5 / period_s)):
+            sent = int(rate_bps / 8 * k * period_s)
+            out.append(f"{t0 + k * period_s:.6f}\n"
+                       + json.dumps([{"kind": "tbf", "bytes": sent, "backlog": 30000, "overlimits": k}]) + "\n")
+        return "".join(out)
+
+    def _tcpinfo(self, host: str, ports: list[int]) -> str:
+        """tcpinfo_probe's JSON lines: one data socket to the first port of each flow whose
+        receiver listens on this sender's pair (iperf3's servers start before the sampler), plus
+        iperf3's control connection (under 64 KB acknowledged) to the same port."""
+        pair = int(host[1:])
+        src, dst = self.address(host), self.address(f"D{pair}")
+        listening = {int(argv[argv.index("-p") + 1]) for h, argv in self.commands
+                     if h == f"D{pair}" and argv[0] == "iperf3" and "-s" in argv}
+        firsts = [p for p in ports if (p - BASE_PORT) % PORTS_PER_FLOW == 0 and p in listening]
+        lines = [json.dumps({"fields": PROBE_FIELDS})]
+        t0 = time.monotonic()
+        for k in range(self.path.socket_ticks):
+            socks = []
+            for port in firsts:
+                data = {"src": src, "sport": 40000 + port % 100, "dst": dst, "dport": port, "cca": self.settings.cca,
+                        "cwnd": 100 + k, "mss": 1448, "unacked": 50, "srtt_us": int(self.rtt_ms * 1000),
+                        "rttvar_us": 1000, "retrans_total": k, "delivery_rate_Bps": 50_000_000 // 8,
+                        "bytes_acked": 1_000_000 * (k + 1), "bytes_received": 0, "sacked": 0, "lost": 0,
+                        "retrans_out": 0}
+                control = {**data, "sport": data["sport"] + 1, "bytes_acked": 200, "cwnd": 10}
+                socks += [[s[f] for f in PROBE_FIELDS] for s in (data, control)]
+            lines.append(json.dumps({"t": round(t0 + k * 0.1, 4), "s": socks}))
+        return "\n".join(lines) + "\n"
+
+
+@dataclass
+class FakeFeatures:
+    delay: str = "fake"
+
+    def as_dict(self) -> dict:
+        return {"fake": True, "delay": self.delay, "congestion_controls": list(FakeSession.congestion_controls)}
+
+
+@dataclass
+class FakeSession:
+    path: FakePath
+    features: FakeFeatures = field(default_factory=FakeFeatures)
+    labs: list[FakeLab] = field(default_factory=list)
+    runs_tools_here = False                       # nothing runs here, so no program is looked for
+    congestion_controls = ("reno", "cubic", "bbr")
+
+    def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> FakeLab:
+        lab = FakeLab(spec, tag, self.path, workdir)
+        cleanup.push(f"tear down fake lab {tag}", lambda: setattr(lab, "torn_down", True))
+        self.labs.append(lab)
+        return lab
+
+
+class FakeSettings(Strict):
+    """[lab] backend = "fake" takes no other keys."""
+
+
+class FakeBackend:
+    """The backend contract; `sessions` keeps every session for the test to inspect."""
+
+    name = NAME
+    settings = FakeSettings
+
+    def __init__(self, path: FakePath | None = None):
+        self.path = path or FakePath()
+        self.sessions: list[FakeSession] = []
+
+    def configure(self, settings: FakeSettings, config_dir: Path) -> FakeSettings:
+        return settings
+
+    def check(self, configured, needs: LabNeeds, console) -> Readiness:
+        return Readiness(True, runs_tools_here=False, congestion_controls=FakeSession.congestion_controls)
+
+    @contextmanager
+    def session(self, configured, needs: LabNeeds, ctx: RunContext):
+        session = FakeSession(self.path)
+        self.sessions.append(session)
+        yield session
+
+    @property
+    def labs(self) -> list[FakeLab]:
+        return [lab for s in self.sessions for lab in s.labs]
+
+
+def use_fake_backend(monkeypatch, backend: FakeBackend | None = None) -> FakeBackend:
+    backend = backend or FakeBackend()
+    monkeypatch.setitem(BACKENDS, NAME, backend)
+    return backend
+
+
+# A tiny profile: two 1-second iperf3 flows sharing a 100 Mb/s, 20 ms bottleneck, twice.
+TINY_PROFILE = """
+[profile]
+description = "fake lab: two flows"
+repeats = 2
+
+[topology]
+pairs = 2
+access_rate_mbps = 1000
+bottleneck_rate_mbps = 100
+rtt_ms = 20
+queue = "1bdp"
+
+[[flows]]
+name = "fg"
+role = "foreground"
+cca = "cubic"
+duration_s = 1
+
+[[flows]]
+name = "bg"
+role = "background"
+pair = 2
+cca = "bbr"
+duration_s = 1
+"""
+
+
+def write_fake_config(tmp: Path, profile_text: str = TINY_PROFILE, name: str = "tiny", verify: str = "") -> Path:
+    """config.toml and profiles/<name>.toml for the fake backend; verification tries once."""
+    (tmp / "profiles").mkdir(parents=True, exist_ok=True)
+    (tmp / "profiles" / f"{name}.toml").write_text(profile_text)
+    config = tmp / "config.toml"
+    config.write_text(f"""
+[lab]
+backend = "{NAME}"
+[store]
+dir = "runs"
+[run]
+profiles = ["{name}"]
+[report]
+formats = ["html"]
+[verify]
+rate_probe_s = 1.0
+attempts = 1
+retry_pause_s = 0
+{verify}
+""")
+    return config

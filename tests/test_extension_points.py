@@ -1,0 +1,171 @@
+"""Each extension point takes one module (or folder) plus one registry entry (docs/architecture.md
+"How to add ..."): a toy tool, a toy lab backend and a toy study are registered here and used
+through the product's own paths, without root."""
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import fakes
+import pytest
+import report_fixtures
+from rich.console import Console
+
+from longhaul.appliance import report
+from longhaul.appliance.cli import app
+from longhaul.appliance.cli.progress import Progress
+from longhaul.appliance.config.load import load_config
+from longhaul.appliance.run.runner import Runner
+from longhaul.collectors.studies import registry
+from longhaul.core.errors import ConfigError
+from longhaul.drivers.registry import TOOLS
+from longhaul.drivers.result import Interval, Result
+from longhaul.drivers.tool import FlowRules, ServerSpec, listening
+
+# ---------------------------------------------------------------------------------------- study
+
+TOY_TEMPLATE = """<section id="toy"><h2>Toy study</h2>
+<p>{{ cells }} cells; the first is {{ first }}; {{ note }}</p></section>
+"""
+
+
+class ToySection:
+    """A study's section: a name, a template beside its code, applies() and context()."""
+
+    name = "toy"
+
+    def __init__(self, folder: Path):
+        self.template = folder / "toy.html.j2"
+        self.template.write_text(TOY_TEMPLATE)
+
+    def applies(self, store) -> bool:
+        return bool(store.cells)
+
+    def context(self, store) -> dict:
+        return {"cells": len(store.cells), "first": store.cells[0]["id"], "note": "<b>escaped</b>"}
+
+
+def test_a_toy_study(tmp_path, monkeypatch):
+    run_dir = report_fixtures.make_store(tmp_path / "runs")
+    folder = tmp_path / "toy_study"
+    folder.mkdir()
+    monkeypatch.setattr(registry, "SECTIONS", (*registry.SECTIONS, ToySection(folder)))
+    html = report.render_html(run_dir)
+    assert "<h2>Toy study</h2>" in html and "cells; the first is" in html
+    assert "&lt;b&gt;escaped&lt;/b&gt;" in html and "<b>escaped</b>" not in html
+
+
+# ----------------------------------------------------------------------------------------- tool
+
+class ToyTool:
+    """A paced UDP source: one driver class with the Tool attributes, its rules and four methods.
+    Its sender prints one line a second, `<second> <bytes>`, which parse() reads."""
+
+    name = "toy"
+    executables = ("toy-send", "toy-recv")
+    shared_servers = False
+    sets_cca = True
+    rate_from_sockets = False
+    needs_link_facts = False
+    hardware_only = None
+    option_keys = ("payload",)
+    rules = FlowRules(("udp",), declared_rate=True)
+
+    def prepare(self, spec):
+        return [], []
+
+    def server(self, spec):
+        return ServerSpec(["toy-recv", str(spec.port)], ready=listening(spec.port, "udp"))
+
+    def client(self, spec):
+        return ["toy-send", spec.receiver, str(spec.port), f"{spec.duration_s:g}", f"{spec.rate_mbps:g}"]
+
+    def parse(self, client_text, server_text, spec):
+        rows = [tuple(map(float, line.split())) for line in client_text.splitlines() if line.strip()]
+        if not rows:
+            raise ValueError("no toy output")
+        intervals = [Interval(end_s=t, seconds=1.0, bytes=int(b)) for t, b in rows]
+        total = sum(iv.bytes for iv in intervals)
+        return Result("udp", None, 1, float(len(rows)), total, total, None, 0.0, receiver_intervals=intervals)
+
+
+TOY_PROFILE = """
+[profile]
+description = "a toy tool next to iperf3"
+repeats = 1
+
+[topology]
+pairs = 2
+bottleneck_rate_mbps = 100
+rtt_ms = 20
+
+[[flows]]
+name = "fg"
+role = "foreground"
+duration_s = 1
+
+[[flows]]
+name = "toy"
+role = "background"
+tool = "toy"
+pair = 2
+udp_rate_mbps = 8
+duration_s = 2
+options = { payload = 1200 }
+"""
+
+
+def _toy_sender(respond):
+    """The fake lab answers the toy's sender with what a real one would print at its rate."""
+    def answer(self, host, argv):
+        if argv[0] == "toy-recv":
+            return math.inf, ""                 # a receiver runs until it is stopped
+        if argv[0] == "toy-send":
+            seconds, rate = int(float(argv[3])), float(argv[4])
+            return 0.0, "".join(f"{k + 1} {int(rate * 1e6 / 8)}\n" for k in range(seconds))
+        return respond(self, host, argv)
+    return answer
+
+
+def test_a_toy_tool(tmp_path, monkeypatch):
+    monkeypatch.setitem(TOOLS, "toy", ToyTool)
+    monkeypatch.setattr(fakes.FakeLab, "respond", _toy_sender(fakes.FakeLab.respond))
+    fakes.use_fake_backend(monkeypatch)
+    config = load_config(fakes.write_fake_config(tmp_path, TOY_PROFILE, "toy"))
+    store = Runner(config, Progress(Console(file=io.StringIO()), live=False)).run()
+    (cell,) = store.cells
+    flows = {f.name: f for f in cell.trials[0].flows}
+    assert cell.trials[0].error is None, cell.trials[0].error
+    assert cell.status == "complete" and flows["toy"].protocol == "udp"     # the toy's default transport
+    assert flows["toy"].mean_mbps == pytest.approx(8.0) and flows["toy"].bytes == 2_000_000
+    throughput = (store.dir / "cells" / cell.id / "trial-1" / "throughput.csv").read_text()
+    assert "toy,all,8.0" in throughput
+
+
+def test_the_schema_applies_a_toy_tools_rules(tmp_path, monkeypatch):
+    monkeypatch.setitem(TOOLS, "toy", ToyTool)
+    fakes.use_fake_backend(monkeypatch)
+    for change, expected in ((("payload = 1200", "colour = 1"), "options ['colour'] are not settings of toy; it takes: payload"),
+                             (("udp_rate_mbps = 8\n", ""), "a UDP flow of toy needs udp_rate_mbps"),
+                             (('tool = "toy"', 'tool = "toy"\nprotocol = "tcp"'), "tool 'toy' carries udp, not tcp")):
+        with pytest.raises(ConfigError) as err:
+            load_config(fakes.write_fake_config(tmp_path, TOY_PROFILE.replace(*change), "toy"))
+        assert "toy.toml:" in str(err.value) and "flows[1]" in str(err.value) and expected in str(err.value)
+
+
+# -------------------------------------------------------------------------------------- backend
+
+def test_a_toy_backend(tmp_path, monkeypatch, capsys):
+    """tests/fakes.py's FakeBackend is a backend of its own (settings, configure, check, session
+    yielding labs) and one registry entry: `longhaul check` and `longhaul run` use it unchanged."""
+    backend = fakes.use_fake_backend(monkeypatch)
+    config = fakes.write_fake_config(tmp_path)
+    assert app.main(["check", "--config", str(config)]) == 0
+    assert "lab backend fake" in capsys.readouterr().out
+    assert app.main(["run", "--config", str(config)]) == 0
+    run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["backend"] == "fake" and manifest["status"] == "complete"
+    assert [lab.built and lab.torn_down for lab in backend.labs] == [True]

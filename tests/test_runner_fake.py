@@ -1,0 +1,165 @@
+"""The runner, trial, verification and the store, end to end on the fake lab (tests/fakes.py):
+no root, no namespaces, a few seconds. What the real lab adds (timing, kernels, tools) is
+tests/test_lab_run.py's; here: that the middle computes and stores what the tools said."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from fakes import IPERF3_TCP, TINY_PROFILE, FakeBackend, FakePath, use_fake_backend, write_fake_config
+from rich.console import Console
+
+from longhaul.appliance.cli import app
+from longhaul.appliance.cli.progress import Progress
+from longhaul.appliance.config.load import load_config
+from longhaul.appliance.run.runner import Runner
+from longhaul.collectors.store import format as fmt
+from longhaul.collectors.store.reader import load_store
+from longhaul.collectors.store.writer import FileRunWriter
+from longhaul.drivers import iperf3
+
+pytestmark = pytest.mark.timeout(60)
+
+# what tests/data/iperf3_tcp_p2.json says the receiver got
+FAKE_BYTES = 302536432
+FAKE_SECONDS = 6.00012
+FAKE_MBPS = FAKE_BYTES * 8 / FAKE_SECONDS / 1e6
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_log_handlers():
+    """The runner adds a run.log handler to the root logger for its run; close it after."""
+    before = list(logging.getLogger().handlers)
+    yield
+    for handler in [h for h in logging.getLogger().handlers if h not in before]:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+
+
+def quiet() -> Progress:
+    return Progress(Console(file=io.StringIO()), live=False)
+
+
+def run(tmp_path: Path, monkeypatch, path: FakePath | None = None, profile: str = TINY_PROFILE,
+        verify: str = "") -> tuple[FileRunWriter, FakeBackend]:
+    backend = use_fake_backend(monkeypatch, FakeBackend(path))
+    config = load_config(write_fake_config(tmp_path, profile, verify=verify))
+    store = Runner(config, quiet()).run()
+    return store, backend
+
+
+def test_a_tiny_profile_runs_on_the_fake_lab_and_is_stored(tmp_path, monkeypatch):
+    store, backend = run(tmp_path, monkeypatch)
+    assert store.dir.parent == tmp_path / "runs"
+    assert store.manifest["status"] == "complete" and store.manifest["backend"] == "fake"
+    (cell,) = store.cells
+    assert cell.status == "complete" and cell.lab.ok
+    assert [t.trial for t in cell.trials] == [1, 2] and all(t.ok for t in cell.trials)
+    assert [f.name for f in cell.flows] == ["fg", "bg"] and cell.flows[1].cca == "bbr"
+    (lab,) = backend.labs                            # one topology: one lab, torn down at the end
+    assert lab.built and lab.torn_down
+    started = [argv for _, argv in lab.commands if argv[0] == "iperf3" and "-c" in argv]
+    assert len(started) == 1 + 2 * 2                 # the verification's probe, 2 flows x 2 trials
+
+
+def test_trial_numbers_come_from_the_tools_output(tmp_path, monkeypatch):
+    store, _ = run(tmp_path, monkeypatch, FakePath(rtt_offset_ms=0.5))
+    (cell,) = store.cells
+    trial = cell.trials[0]
+    for flow in trial.flows:
+        assert flow.bytes == FAKE_BYTES and flow.on_s == pytest.approx(FAKE_SECONDS, abs=1e-3)
+        assert flow.mean_mbps == pytest.approx(FAKE_MBPS)
+        assert flow.retransmits == json.loads(IPERF3_TCP.read_text())["end"]["sum_sent"]["retransmits"]
+        assert flow.completed_bursts == flow.bursts == 1
+    assert trial.jain == pytest.approx(1.0)          # both flows got the same
+    assert trial.rtt.median_ms == pytest.approx(20.5) and trial.rtt.samples == 5
+    assert trial.rtt.idle_ms == pytest.approx(20.5)  # the verification's idle RTT
+    assert cell.stats.flows["fg"].n == 2 and cell.stats.flows["fg"].std_mbps == pytest.approx(0.0)
+    assert cell.jain == pytest.approx(1.0)
+    assert cell.lab.rate_mbps.measured == pytest.approx(100.0, rel=1e-3)
+    assert cell.lab.rtt_ms.measured == pytest.approx(20.5)
+
+    trial_dir = store.trial_dir(cell.id, 1)
+    with (trial_dir / fmt.THROUGHPUT_CSV).open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0]) == fmt.THROUGHPUT_COLUMNS
+    received = iperf3.parse(IPERF3_TCP.read_text()).intervals    # the server's seconds, short tail merged
+    fg = [float(r["mbps"]) for r in rows if r["flow"] == "fg" and r["stream"] == "all"]
+    assert fg == [pytest.approx(iv.bytes * 8 / iv.seconds / 1e6, abs=1e-3) for iv in received]
+    assert len(fg) == 6 and fg[0] == pytest.approx(29.421)
+    with (trial_dir / fmt.TCPINFO_CSV).open() as fh:
+        tcp = list(csv.DictReader(fh))
+    assert tuple(tcp[0]) == fmt.TCPINFO_COLUMNS
+    assert {r["flow"] for r in tcp} == {"fg", "bg"} and len(tcp) == 2 * 20   # control sockets left out
+    assert trial.collector.socket_samples == 2 * 2 * 20 and trial.collector.rtt_rounds == 5
+    with (trial_dir / fmt.EVENTS_CSV).open() as fh:
+        assert tuple(next(csv.reader(fh))) == fmt.EVENTS_COLUMNS
+
+
+def test_writer_and_reader_agree(tmp_path, monkeypatch):
+    store, _ = run(tmp_path, monkeypatch)
+    stored = load_store(store.dir)
+    assert stored.problems == [] and stored.status == "complete" and stored.run_id == store.run_id
+    assert stored.entries == store.cells             # the same typed cells, trials, flows, stats
+    assert stored.cells == [c.to_dict() for c in store.cells]
+    assert stored.summary["cells"] == json.loads((store.dir / fmt.SUMMARY).read_text())["cells"]
+    (cell,) = stored.entries
+    for trial in cell.trials:                        # trial.json is the summary's trial
+        doc = json.loads((stored.trial_dir(cell.id, trial.trial) / fmt.TRIAL_JSON).read_text())
+        assert doc == trial.to_dict()
+    assert json.loads((fmt.cell_dir(store.dir, cell.id) / fmt.VERIFICATION).read_text()) == cell.lab.to_dict()
+    series = stored.trial_series(cell.id, 1)
+    assert set(series.throughput) == {"fg", "bg"} and len(series.rtt[0]) == 5 and not series.problems
+    assert [d.id for d in stored.declared] == [cell.id] and stored.declared[0].cell["topology"]["rtt_ms"] == 20
+
+
+def test_verification_refuses_a_lab_whose_rtt_is_off(tmp_path, monkeypatch):
+    store, backend = run(tmp_path, monkeypatch, FakePath(rtt_offset_ms=10.0))
+    (cell,) = store.cells
+    assert cell.status == "refused" and cell.trials == []
+    assert not cell.lab.ok and "idle RTT 30.0 ms vs configured 20 ms" in cell.error
+    assert store.manifest["status"] == "failed"
+    (lab,) = backend.labs
+    assert not [argv for _, argv in lab.commands if "-c" in argv and argv[0] == "iperf3" and "-t" in argv
+                and argv[argv.index("-t") + 1] == "1"]   # no flow of the cell was started
+    stored = load_store(store.dir)
+    assert stored.entries[0].lab.ok is False and stored.entries[0].error == cell.error
+
+
+def test_verification_refuses_a_slow_bottleneck(tmp_path, monkeypatch):
+    store, _ = run(tmp_path, monkeypatch, FakePath(rate_factor=0.8))
+    (cell,) = store.cells
+    assert cell.status == "refused" and "bottleneck rate 80.0 Mb/s" in cell.error
+
+
+def test_a_failed_trial_is_resumed(tmp_path, monkeypatch):
+    store, _ = run(tmp_path, monkeypatch, FakePath(client_output="iperf3: error - unable to connect"))
+    (cell,) = store.cells
+    assert cell.status == "failed" and [t.status for t in cell.trials] == ["failed", "failed"]
+    assert "no iperf3 result" in cell.trials[0].error and cell.stats.flows == {}
+
+    use_fake_backend(monkeypatch, FakeBackend())      # the lab is right again
+    resume = FileRunWriter.open(store.dir)
+    config = load_config(store.dir / fmt.CONFIG_SNAPSHOT, list(resume.manifest["profiles"]),
+                         profile_dir=store.dir / fmt.PROFILES_DIR)
+    resumed = Runner(config, quiet(), tmp_path / "runs", resume=resume).run()
+    assert resumed.dir == store.dir
+    (cell,) = load_store(store.dir).entries
+    assert cell.status == "complete" and [t.trial for t in cell.trials] == [1, 2] and all(t.ok for t in cell.trials)
+    manifest = json.loads((store.dir / fmt.MANIFEST).read_text())
+    assert manifest["status"] == "complete" and len(manifest["resumed"]) == 1
+
+
+def test_longhaul_run_on_the_fake_lab_prints_and_reports(tmp_path, monkeypatch, capsys):
+    use_fake_backend(monkeypatch)
+    config = write_fake_config(tmp_path)
+    assert app.main(["run", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    run_dir = Path(out.strip().splitlines()[-1])
+    assert (run_dir / "report.html").stat().st_size > 10_000
+    assert "tiny-" in out and f"{FAKE_MBPS:.1f}" in out       # the results table, from typed entries
