@@ -634,10 +634,10 @@ REGRESSIONS = [
      _edit("config", CFG, 'profile_dir = "profiles"', f'profile_dir = "{"x" * 300}"'),
      "profiles = [", ("run", "profiles"), "no such profile"),
     ("qemu-image-too-long", "config", VM, _edit("config", VM, 'image = "build/image"', f'image = "build/{"x" * 300}"'),
-     "[lab]", ("lab",), "File name too long"),
+     "[lab]", ("lab",), "paths the file system can use"),
     ("inventory-path-too-long", "config", SSH,
      _edit("config", SSH, f'inventory = "{INVENTORY_NAME}"', f'inventory = "hardware/{"x" * 300}.toml"'),
-     "[lab]", ("lab",), "File name too long"),
+     "[lab]", ("lab",), "paths the file system can use"),
     # parse_queue's int() of infinity raised OverflowError
     ("queue-beyond-a-float", "profile", Q, _edit("profile", Q, 'queue = "6MB"', f'queue = "1{"0" * 400}MB"'),
      "queue =", ("topology", "queue"), "at most 308 digits"),

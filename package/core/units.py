@@ -14,10 +14,12 @@ def parse_size(value) -> int:
     unit = match.group(2).lower() if match else None
     if unit not in _SIZE_UNITS:
         raise ValueError("bytes (2000000000) or a size with unit (2GB, 500MiB)")
-    size = int(float(match.group(1)) * _SIZE_UNITS[unit])
-    if size <= 0:
+    scaled = float(match.group(1)) * _SIZE_UNITS[unit]
+    if not scaled < 2**63:               # 400 digits make float inf, which int() cannot take
+        raise ValueError("a size below 2^63 bytes")
+    if int(scaled) <= 0:
         raise ValueError("a size above zero")
-    return size
+    return int(scaled)
 
 
 def parse_queue(value, bdp_bytes: float, mtu: int) -> int:
