@@ -37,6 +37,7 @@ import re
 import shlex
 import sys
 
+from longhaul.drivers.agents.ifrate import cleanup_argv
 from longhaul.drivers.jsonlines import json_lines
 from longhaul.drivers.result import Interval, Result
 from longhaul.drivers.tool import FlowRules, ServerSpec
@@ -237,7 +238,6 @@ class DpdkTestpmd:
         ready = self._ready_file(spec)
         cleanup = [["rm", "-f", ready]]
         if count_port is not None:
-            from longhaul.drivers.agents.ifrate import cleanup_argv
             cleanup.append(cleanup_argv(rx_iface, count_port))   # backstop if the meter was killed
         return ServerSpec(meter_argv(rx_iface, ready, count_port), ["cat", ready], cleanup)
 

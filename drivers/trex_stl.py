@@ -29,6 +29,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from longhaul.drivers.dpdk_testpmd import DpdkTestpmd, parse_meter
 from longhaul.drivers.jsonlines import json_lines
 from longhaul.drivers.patterns import bursts
 from longhaul.drivers.result import Interval, Result
@@ -305,7 +306,6 @@ def parse_runner(text: str) -> dict:
 def parse(client_text: str, server_text: str = "", spec=None) -> Result:
     """Sender figures from the runner (TRex's port counters opackets/obytes, summed over the
     flow's ports); the receiver's per-second view from the ifrate meter when one ran."""
-    from longhaul.drivers.dpdk_testpmd import parse_meter
     run = parse_runner(client_text)
     senders, prev_t = [], 0.0
     for row in run["intervals"]:
@@ -347,7 +347,6 @@ class TrexStl:
         return [], []
 
     def server(self, spec):
-        from longhaul.drivers.dpdk_testpmd import DpdkTestpmd
         return DpdkTestpmd().server(spec)
 
     def client(self, spec) -> list[str]:

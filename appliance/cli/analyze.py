@@ -9,6 +9,8 @@ host for --to exits 1.
 """
 from __future__ import annotations
 
+# The studies' modules are imported inside the commands, for start-up: they bring numpy, scipy and
+# matplotlib, which `longhaul --help` and every other command should not wait for.
 import json
 import math
 import sys

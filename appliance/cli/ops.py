@@ -10,6 +10,8 @@ ConfigError (exit 2) naming the file or option, the value and what is allowed.
 """
 from __future__ import annotations
 
+# The OPS study's modules (scikit-learn, the DTW library) are imported inside the commands, for
+# start-up: `longhaul --help` and the other commands should not wait for them.
 import csv
 import json
 import math

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from longhaul.collectors.store.reader import StoreError, load_store
+
 TRIAL_COLUMNS = ("cca", "streams", "buffer", "rtt_ms", "repeat", "mbps")
 TRACE_KEY_COLUMNS = ("cca", "streams", "buffer", "rtt_ms", "repeat")
 BUFFER_ORDER = {"default": 0, "normal": 1, "large": 2}  # seed 001 Table 1, smallest first
@@ -110,7 +112,6 @@ def load_trials(source: Path, traces: Path | None = None) -> list[Trial]:
     """The tidy trial table of a run directory or a CSV; `traces` adds one long trace CSV."""
     source = Path(source)
     if source.is_dir():
-        from longhaul.collectors.store.reader import StoreError, load_store  # the store's one reader
         try:
             trials = trials_from_store(load_store(source))
         except StoreError as exc:

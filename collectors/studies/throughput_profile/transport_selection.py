@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import t as student_t
 
-from longhaul.collectors.studies.throughput_profile.analysis import Config, Profile
+from longhaul.collectors.studies.throughput_profile.analysis import Config, Profile, buffer_rank
 
 LEVEL = 0.95
 CLEAR_MARGIN = 2.0  # standard errors between best and runner-up to call the choice clear
@@ -97,7 +97,6 @@ def rank(profiles: dict[Config, Profile], rtt_ms: float, ccas=None, buffers=None
     Ties go to fewer streams, then the smaller buffer: the cheaper configuration for the same rate.
     Configurations measured around the RTT rank before ones only measured on one side of it.
     """
-    from longhaul.collectors.studies.throughput_profile.analysis import buffer_rank
     out = [interpolate(p, rtt_ms) for c, p in profiles.items()
            if (not ccas or c.cca in ccas) and (not buffers or c.buffer in buffers)
            and (max_streams is None or c.streams <= max_streams)]

@@ -26,6 +26,7 @@ from longhaul.core.model import NAME, Strict
 from longhaul.core.paths import REPO
 from longhaul.core.tomlsource import load
 from longhaul.core.validation import validate
+from longhaul.hardware.executors.ssh import SshExecutor
 
 ROLES = ("sender", "receiver", "router", "generator", "controller")
 # lspci/sysfs form domain:bus:device.function, as DPDK's dpdk-devbind and EAL -a expect it
@@ -153,7 +154,6 @@ class Inventory(Strict):
 
     def executor(self, name: str, procs, via=None):
         """An SshExecutor for one host (the controller's own commands run locally instead)."""
-        from longhaul.hardware.executors.ssh import SshExecutor
         host = self.host(name)
         key = self.ssh_key(host)
         if key is None:
