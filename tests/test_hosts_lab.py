@@ -120,7 +120,7 @@ def test_a_freebsd_router_is_refused_before_anything_is_contacted():
     r1 = inv.host("R1").model_copy(update={"os": "freebsd"})
     facts, problems = _facts(inv, r1, None)          # returns before any SSH command
     assert facts.netem is False and problems == [
-        "R1: os = 'freebsd' routers are not supported by the ssh backend yet (Linux routers only)"]
+        "R1: os = 'freebsd': no router support for it in this build (router OSes: linux)"]
 
 
 # -- real: longhaul run over SSH against namespace "hosts" ------------------------------------------

@@ -70,4 +70,4 @@ def test_round_trip_through_dict():
 
 
 def test_names_the_ops_run_command_uses():
-    assert ops_decision.default().cca_for("bbr2") == "bbr"
+    assert ops_decision.default().decide("bbr2") == "bbr"

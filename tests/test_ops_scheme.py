@@ -108,7 +108,7 @@ def test_the_chooser_reads_the_window_before_the_burst(monkeypatch):
     seen = []
     monkeypatch.setattr("longhaul.collectors.studies.ops.chooser.classify",
                         lambda model, rtts: seen.append(list(rtts)) or "bbr")
-    decision = SimpleNamespace(cca_for=lambda c: {"bbr": "bbr", "none": "cubic"}[c])
+    decision = SimpleNamespace(decide=lambda c: {"bbr": "bbr", "none": "cubic"}[c])
     adaptive = OpsChooser(FakeModel(), decision, w=3, fixed=None)
     rounds = _rounds([1, 2, 3, 10, 11, None, 12, 13])          # the burst at 8 s: window 4..7 (w + 1 s)
     cca, note = adaptive(SimpleNamespace(start_s=8.0), rounds)
@@ -118,13 +118,13 @@ def test_the_chooser_reads_the_window_before_the_burst(monkeypatch):
 
 def test_a_fixed_scheme_logs_what_ops_would_choose(monkeypatch):
     monkeypatch.setattr("longhaul.collectors.studies.ops.chooser.classify", lambda model, rtts: "bbr")
-    fixed = OpsChooser(FakeModel(), SimpleNamespace(cca_for=lambda c: "bbr"), w=3, fixed="cubic")
+    fixed = OpsChooser(FakeModel(), SimpleNamespace(decide=lambda c: "bbr"), w=3, fixed="cubic")
     cca, note = fixed(SimpleNamespace(start_s=4.0), _rounds([5, 5, 5, 5]))
     assert cca == "cubic" and note["ops_cca"] == "bbr"
 
 
 def test_a_short_window_falls_back_and_says_so():
-    chooser = OpsChooser(FakeModel(), SimpleNamespace(cca_for=lambda c: "bbr"), w=3, fixed=None)
+    chooser = OpsChooser(FakeModel(), SimpleNamespace(decide=lambda c: "bbr"), w=3, fixed=None)
     cca, note = chooser(SimpleNamespace(start_s=4.0), _rounds([None, None, 7, 8]))
     assert cca == "cubic" and note["class"] is None and note["rounds"] == 2
 

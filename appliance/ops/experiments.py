@@ -112,7 +112,7 @@ def run_fig29(spec: OpsLabFile, model, decision, backgrounds: list[str], schemes
     text, plan = plans.fig29_profile(_topology(spec), spec.roles.background_pairs[0], spec.roles.foreground_pair,
                                      spec.roles.probe_pair, backgrounds, schemes, total_s, period_s, w,
                                      spec.record.warmup_s, settle_s, cycled, active)
-    plan["right_cca"] = {bg: decision.cca_for(bg) for bg in backgrounds if model is not None and bg in model.classes}
+    plan["right_cca"] = {bg: decision.decide(bg) for bg in backgrounds if model is not None and bg in model.classes}
 
     def choosers(cell_spec) -> dict:
         what = plan["scenarios"][cell_spec.scenario]

@@ -9,6 +9,7 @@ userspace delay line on NFQUEUE (hardware/delayline/helper.py) and tc only limit
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 GSO_MAX = 65536 + 1514
@@ -64,3 +65,40 @@ def access_plan(ifname: str, rate_mbps: float, mtu: int) -> list[list[str]]:
     8 MB) never to be where the experiment's drops happen: those belong to the bottleneck."""
     limit = max(1000 * mtu, int(rate_mbps * 1e6 / 8 * 0.020), ACCESS_QUEUE_MIN)
     return [_tbf(ifname, ["root"], "1:", rate_mbps, limit, mtu)]
+
+
+# What a kernel attaches by itself (handle 0:); anything else on a router is someone's config.
+DEFAULT_QDISCS = ("noqueue", "pfifo_fast", "mq", "fq_codel", "fq", "pfifo", "cake")
+
+
+class LinuxTc:
+    """A Linux router (hardware/routers/base.py's RouterOS): tbf and a byte FIFO on the egress
+    port, netem for the delay where the kernel has it (else the delay line on NFQUEUE)."""
+
+    name = "linux"
+    delays_itself = False
+
+    def sysctls(self, shape: DirectionShape) -> dict[str, str]:
+        return {"net.ipv4.ip_forward": "1"}
+
+    def write_sysctls(self, values: dict[str, str]) -> list[list[str]]:
+        return [["sysctl", "-q", "-w", *[f"{k}={v}" for k, v in values.items()]]]
+
+    def shaping(self, shape: DirectionShape, netem: bool) -> list[list[str]]:
+        return direction_plan(shape, use_netem=netem)
+
+    def unshaping(self, shape: DirectionShape) -> list[list[str]]:
+        return [["tc", "qdisc", "del", "dev", shape.ifname, "root"]]
+
+    def read_shaping(self, ifname: str) -> list[str]:
+        return ["tc", "-j", "qdisc", "show", "dev", ifname]
+
+    def parse_shaping(self, text: str) -> dict:
+        root = next((q for q in json.loads(text or "[]") if q.get("root")), {})
+        return {"kind": root.get("kind"), "handle": root.get("handle")}
+
+    def in_the_way(self, state: dict, ifname: str) -> str | None:
+        if state["handle"] in (None, "0:") and state["kind"] in (None, *DEFAULT_QDISCS):
+            return None
+        return (f"{ifname} already has a root qdisc {state['kind']} handle {state['handle']}: someone's "
+                f"configuration, which longhaul would replace; remove it first (tc qdisc del dev {ifname} root)")

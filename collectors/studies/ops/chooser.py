@@ -32,7 +32,7 @@ class OpsChooser:
         label = chosen = None
         if self.model is not None and len(rtts) >= self.w:
             label = classify(self.model, rtts)
-            chosen = self.decision.cca_for(label)
+            chosen = self.decision.decide(label)
         cca = self.fixed or chosen or self.fallback
         note = {"class": label, "ops_cca": chosen, "rounds": len(rtts),
                 "probe_ms": round(float(np.mean(rtts)), 1) if rtts else None}

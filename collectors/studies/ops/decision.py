@@ -45,7 +45,6 @@ class Decision:
         except KeyError:
             raise ValueError(f"class {cls!r} is not in the decision model ({sorted(self.mapping)})") from None
 
-    cca_for = decide  # the name `longhaul ops run` calls it by
 
     def to_dict(self) -> dict:
         return {"mapping": dict(self.mapping), "description": self.description, "source": self.source}

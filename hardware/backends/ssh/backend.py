@@ -33,7 +33,6 @@ class SshSession:
 
     def __init__(self, inventory: Inventory, features: hosts_lab.HostsFeatures, procs, backend: str):
         self.inventory, self.features, self._procs, self._backend = inventory, features, procs, backend
-        self.host_tuning: list[dict] = []    # before/applied/after of every host, one entry per lab built
 
     def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> hosts_lab.HostsLab:
         topo, names = hosts_lab.inventory_dumbbell(self.inventory, tag, spec.pairs, spec.bottleneck_rate_mbps,
@@ -58,6 +57,7 @@ def open_session(inventory_path: Path, needs: LabNeeds, ctx: RunContext, backend
         features = hosts_lab.preflight(inventory, inventory_path, needs.pairs, wants(needs))
     except RuntimeError as exc:
         raise PreflightError(f"preflight failed: {exc}") from None
+    features.backend = backend           # the manifest says which backend drove these hosts
     return SshSession(inventory, features, ctx.procs, backend)
 
 

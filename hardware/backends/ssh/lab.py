@@ -10,15 +10,15 @@ steps go on the run's CleanupStack first, so a failure, a crash of a trial or Ct
 as found. `record` holds before/applied/after per host for the run's manifest (seed 000 Fig. 6a).
 
 Pure parts: `inventory_dumbbell` (lab names S<i>/D<i>/R1/R2 -> the inventory's machines and test
-interfaces) and `hosts_plan` (the Step list). Linux routers only: a FreeBSD router is refused at
-preflight (hardware/routers/freebsd_ipfw.py has its plan, not wired here yet).
+interfaces) and `hosts_plan` (the Step list). Each router's shaping comes from its OS's plans
+(hardware/routers/registry.py, by the inventory's `os`); an OS with no entry there (FreeBSD, whose
+Dummynet plans have not run on a router yet) is refused at preflight.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import json
 import logging
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -32,13 +32,12 @@ from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
 from longhaul.hardware.executors.process import ProcessTable, wait_until
 from longhaul.hardware.path_rtt import idle_rtt
-from longhaul.hardware.routers.linux_tc import direction_plan
+from longhaul.hardware.routers.base import RouterOS
+from longhaul.hardware.routers.registry import ROUTERS
 from longhaul.hardware.topology import Dumbbell, Host, Link, Port
-from longhaul.hardware.tuning import host_sysctls, router_sysctls, sysctl_argv
+from longhaul.hardware.tuning import host_sysctls, sysctl_argv
 
 log = logging.getLogger(__name__)
-# what a kernel attaches by itself (handle 0:); anything else on a router is someone's config
-DEFAULT_QDISCS = ("noqueue", "pfifo_fast", "mq", "fq_codel", "fq", "pfifo", "cake")
 
 
 @dataclass(frozen=True)
@@ -116,11 +115,25 @@ def inventory_dumbbell(inventory, tag: str, pairs: int, bottleneck_rate_mbps: fl
     return Dumbbell(tag, pairs, tuple(hosts), tuple(links), (), mtu), names
 
 
-def tuned_sysctls(topo: Dumbbell, settings: LinkSettings, allowed: dict[str, tuple[str, ...]]) -> dict[str, dict]:
-    """Lab host -> the sysctls longhaul sets there (allowed: lab host -> its allowed CCAs)."""
-    return {h.name: (router_sysctls() if h.role == "router" else
+def tuned_sysctls(topo: Dumbbell, settings: LinkSettings, allowed: dict[str, tuple[str, ...]],
+                  routers: dict[str, RouterOS] | None = None) -> dict[str, dict]:
+    """Lab host -> the sysctls longhaul sets there (allowed: lab host -> its allowed CCAs;
+    routers: router -> its OS, Linux where not given)."""
+    shapes = {host: shape for shape, host in bottleneck_shapes(topo, settings)}
+    return {h.name: (_router(routers, h.name).sysctls(shapes[h.name]) if h.role == "router" else
                      host_sysctls(settings.cca, settings.buffer, list(allowed.get(h.name, ()))))
             for h in topo.hosts}
+
+
+def _router(routers: dict[str, RouterOS] | None, host: str) -> RouterOS:
+    return (routers or {}).get(host) or ROUTERS["linux"]
+
+
+def write_sysctls(routers: dict[str, RouterOS] | None, host: str, values: dict[str, str]) -> list[list[str]]:
+    """Routers write theirs in their OS's syntax; end hosts are Linux."""
+    if routers and host in routers:
+        return routers[host].write_sysctls(values)
+    return sysctl_argv(values)
 
 
 PATH_RTT_MIN_MS = 0.5     # a path faster than this is left alone (netem's own granularity)
@@ -135,13 +148,15 @@ def delay_settings(settings: LinkSettings, path_rtt_ms: float | None) -> LinkSet
 
 
 def hosts_plan(topo: Dumbbell, settings: LinkSettings, allowed: dict[str, tuple[str, ...]],
-               netem: dict[str, bool], path_rtt_ms: float | None = None) -> list[Step]:
+               netem: dict[str, bool], path_rtt_ms: float | None = None,
+               routers: dict[str, RouterOS] | None = None) -> list[Step]:
     """Only what longhaul owns on real hosts: sysctls, then the bottleneck's shaping on both routers
-    (netem: router -> has netem; without it the delay line adds the delay, see HostsLab.build)."""
-    steps = [Step(host, argv) for host, values in tuned_sysctls(topo, settings, allowed).items()
-             for argv in sysctl_argv(values)]
+    by their OS (netem: router -> has netem; a router whose shaper does not delay and has no netem
+    gets the delay line, see HostsLab.build)."""
+    steps = [Step(host, argv) for host, values in tuned_sysctls(topo, settings, allowed, routers).items()
+             for argv in write_sysctls(routers, host, values)]
     for shape, host in bottleneck_shapes(topo, delay_settings(settings, path_rtt_ms)):
-        steps += [Step(host, argv) for argv in direction_plan(shape, use_netem=netem.get(host, False))]
+        steps += [Step(host, argv) for argv in _router(routers, host).shaping(shape, netem.get(host, False))]
     return steps
 
 
@@ -162,10 +177,11 @@ class HostsLab:
         allowed = {lab: features.hosts[m].allowed_ccas for lab, m in names.items() if m in features.hosts}
         self.netem = {lab: features.hosts[m].netem for lab, m in names.items()
                       if m in features.hosts and features.hosts[m].role == "router"}
-        self.sysctls = tuned_sysctls(topo, settings, allowed)
+        self.routers = {h.name: ROUTERS[inventory.host(names[h.name]).os] for h in topo.hosts if h.role == "router"}
+        self.sysctls = tuned_sysctls(topo, settings, allowed, self.routers)
         self._allowed = allowed
         self.path_rtt_ms: float | None = None
-        self.plan = hosts_plan(topo, settings, allowed, self.netem)
+        self.plan = hosts_plan(topo, settings, allowed, self.netem, routers=self.routers)
         self.record = {"backend": backend, "inventory": features.inventory, "tag": topo.tag,
                        "hosts": {lab: {"machine": m, "management": inventory.host(m).management}
                                  for lab, m in names.items()}}
@@ -194,22 +210,22 @@ class HostsLab:
             raise RuntimeError(f"{host}: sysctl -n {' '.join(keys)} gave {len(out)} lines")
         return {k: _one_line(v) for k, v in zip(keys, out)}
 
-    def read_root_qdisc(self, host: str, ifname: str) -> dict:
-        shown = json.loads(self.executor(host).run(["tc", "-j", "qdisc", "show", "dev", ifname]).stdout or "[]")
-        root = next((q for q in shown if q.get("root")), {})
-        return {"kind": root.get("kind"), "handle": root.get("handle")}
+    def read_shaping(self, host: str, ifname: str) -> dict:
+        router = self.routers[host]
+        return router.parse_shaping(self.executor(host).run(router.read_shaping(ifname)).stdout)
 
     def _state(self) -> dict:
         """Every host's sysctls and both routers' root qdiscs, read in parallel."""
         link = self.topo.bottleneck()
         jobs = {h: (self.read_sysctls, (h,)) for h in self.sysctls}
-        jobs.update({f"{p.host}:qdisc": (self.read_root_qdisc, (p.host, p.ifname)) for p in (link.a, link.b)})
+        jobs.update({f"{p.host}:qdisc": (self.read_shaping, (p.host, p.ifname)) for p in (link.a, link.b)})
         with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
             futures = {k: pool.submit(fn, *args) for k, (fn, args) in jobs.items()}
             return {k: f.result() for k, f in futures.items()}
 
     def _restore(self, host: str, before: dict[str, str]) -> None:
-        self.executor(host).run(["sysctl", "-q", "-w", *[f"{k}={v}" for k, v in before.items()]])
+        for argv in write_sysctls(self.routers, host, before):
+            self.executor(host).run(argv)
 
     def _read_back(self) -> None:
         """Runs last at teardown: what the hosts look like after longhaul left."""
@@ -233,38 +249,42 @@ class HostsLab:
         before = self._state()
         link = self.topo.bottleneck()
         for port in (link.a, link.b):
-            root = before[f"{port.host}:qdisc"]
-            if root["handle"] not in (None, "0:") or root["kind"] not in (None, *DEFAULT_QDISCS):
-                raise RuntimeError(f"{port.host} ({self.names[port.host]}) {port.ifname} already has a root qdisc "
-                                   f"{root['kind']} handle {root['handle']}: someone's configuration, which longhaul "
-                                   f"would replace; remove it first (tc qdisc del dev {port.ifname} root)")
+            found = self.routers[port.host].in_the_way(before[f"{port.host}:qdisc"], port.ifname)
+            if found:
+                raise RuntimeError(f"{port.host} ({self.names[port.host]}) {found}")
         self.cleanup.push("read back host state", self._read_back)      # runs last
         for host, values in self.sysctls.items():
             self.record["hosts"][host]["sysctl"] = {"before": before[host], "applied": values}
             self.cleanup.push(f"restore sysctls on {host}", lambda h=host, v=before[host]: self._restore(h, v))
+        shaped = {host: shape for shape, host in bottleneck_shapes(self.topo, self.settings)}
         for port in (link.a, link.b):
-            self.record["hosts"][port.host]["qdisc"] = {"before": before[f"{port.host}:qdisc"],
-                                                        "applied": [s.argv for s in self.plan
-                                                                    if s.host == port.host and s.argv[0] == "tc"]}
-            self.cleanup.push(f"delete root qdisc on {port.host} {port.ifname}",
-                              lambda p=port: self.executor(p.host).run(["tc", "qdisc", "del", "dev", p.ifname, "root"],
-                                                                       check=False))
+            router = self.routers[port.host]
+            self.record["hosts"][port.host]["qdisc"] = {
+                "before": before[f"{port.host}:qdisc"],
+                "applied": router.shaping(shaped[port.host], self.netem.get(port.host, False))}
+            self.cleanup.push(f"undo the shaping on {port.host} {port.ifname}",
+                              lambda p=port, r=router: [self.executor(p.host).run(argv, check=False)
+                                                        for argv in r.unshaping(shaped[p.host])])
         # the path's own idle RTT, before any shaping, comes off the delay the shaping adds
         self.path_rtt_ms = idle_rtt(self.executor("S1"), self.address("D1"))
-        self.plan = hosts_plan(self.topo, self.settings, self._allowed, self.netem, self.path_rtt_ms)
+        self.plan = hosts_plan(self.topo, self.settings, self._allowed, self.netem, self.path_rtt_ms, self.routers)
         self.record["path_rtt_ms"] = self.path_rtt_ms
         self.record["added_rtt_ms"] = delay_settings(self.settings, self.path_rtt_ms).rtt_ms
         for step in self.plan:
             self.executor(step.host).run(step.argv)
-        if self.settings.rtt_ms > 0 and not all(self.netem.values()):
+        if self.settings.rtt_ms > 0 and not all(self._delays_itself(h) for h in self.routers):
             self._start_delaylines()
-        self.record["delay"] = {h: "netem" if n else "delayline" for h, n in self.netem.items()}
+        self.record["delay"] = {h: ("shaper" if self.routers[h].delays_itself else "netem" if self.netem.get(h)
+                                    else "delayline") for h in self.routers}
+
+    def _delays_itself(self, host: str) -> bool:
+        return self.routers[host].delays_itself or self.netem.get(host, False)
 
     def _start_delaylines(self) -> None:
         helper = delayline.helper_path()
         shaped = delay_settings(self.settings, self.path_rtt_ms)
         for queue, (shape, host) in enumerate(bottleneck_shapes(self.topo, shaped), start=1):
-            if self.netem.get(host):
+            if self._delays_itself(host):
                 continue
             executor = self.executor(host)
             ready = f"/tmp/longhaul-delayline-{self.topo.tag}-{host}.ready"    # on the router
@@ -299,8 +319,9 @@ def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
     executor = inventory.executor(host.name, ProcessTable(), via=via)
     problems: list[str] = []
     if host.role == "router":
-        if host.os != "linux":
-            why = f"{host.name}: os = '{host.os}' routers are not supported by the ssh backend yet (Linux routers only)"
+        if host.os not in ROUTERS:
+            why = (f"{host.name}: os = '{host.os}': no router support for it in this build "
+                   f"(router OSes: {', '.join(ROUTERS)})")
             return HostFacts(host.name, host.role), [why]
         done = executor.run(["sh", "-c", readiness._KERNEL_SH, "sh", "sch", "NET_SCH", "netem"], check=False)
         evidence = readiness._kernel_lines(done.stdout).get("netem", "unknown")

@@ -1,0 +1,40 @@
+"""The router OS contract: what a lab backend asks of a router to emulate its side of the
+bottleneck, chosen per router by the inventory's `os` (registry.py's ROUTERS).
+
+Each method returns argv lists or reads text (pure); the backend runs them on the router, records
+the state before and after, and pushes the undo onto its cleanup stack.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from longhaul.hardware.routers.linux_tc import DirectionShape
+
+
+class RouterOS(Protocol):
+    name: str
+    delays_itself: bool     # its shaper adds the delay too (Dummynet); else netem, or the delay line
+
+    def sysctls(self, shape: DirectionShape) -> dict[str, str]:
+        """What a forwarding router needs set for this shaping (name -> value)."""
+        ...
+
+    def write_sysctls(self, values: dict[str, str]) -> list[list[str]]: ...
+
+    def shaping(self, shape: DirectionShape, netem: bool) -> list[list[str]]:
+        """One direction of the bottleneck on its egress port: rate, queue and (delays_itself or
+        netem) half the RTT."""
+        ...
+
+    def unshaping(self, shape: DirectionShape) -> list[list[str]]: ...
+
+    def read_shaping(self, ifname: str) -> list[str]:
+        """argv whose output parse_shaping turns into the port's shaping state (recorded)."""
+        ...
+
+    def parse_shaping(self, text: str) -> dict: ...
+
+    def in_the_way(self, state: dict, ifname: str) -> str | None:
+        """Someone's configuration that the shaping would replace, in words; None when clear."""
+        ...
