@@ -23,6 +23,7 @@ from longhaul.appliance.config.profiles import load_profile
 from longhaul.appliance.run.jobs import plan
 from longhaul.appliance.run.preflight import check_ccas, check_tools, needs_of
 from longhaul.appliance.run.runner import Runner
+from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store.records import CellEntry, FlowStats
 from longhaul.collectors.store.writer import FileRunWriter
 from longhaul.core.errors import ConfigError, PreflightError, RunError
@@ -104,8 +105,8 @@ def cmd_run(args) -> int:
             resume = FileRunWriter.open(args.resume)
         except FileNotFoundError as exc:
             raise ConfigError(args.resume, None, ("--resume",), None, str(exc)) from None
-        config = load_config(resume.dir / "config.toml", list(resume.manifest["profiles"]),
-                             resume.manifest.get("time_scale_override"), profile_dir=resume.dir / "profiles")
+        config = load_config(resume.dir / fmt.CONFIG_SNAPSHOT, list(resume.manifest["profiles"]),
+                             resume.manifest.get("time_scale_override"), profile_dir=resume.dir / fmt.PROFILES_DIR)
     else:
         config = load_config(args.config, args.profiles, args.time_scale)
     progress = Progress()
@@ -169,8 +170,8 @@ def _tools_table(config) -> Table:
 def cmd_report(args) -> int:
     from longhaul.appliance.report import write_report  # start-up: the report brings matplotlib
 
-    if not (args.run_dir / "summary.json").is_file():
-        raise ConfigError(args.run_dir, None, (), None, "not a longhaul run directory (no summary.json)")
+    if not (args.run_dir / fmt.SUMMARY).is_file():
+        raise ConfigError(args.run_dir, None, (), None, f"not a longhaul run directory (no {fmt.SUMMARY})")
     for path in write_report(args.run_dir, tuple(args.formats or ("html", "pdf"))):
         print(path)
     return 0
