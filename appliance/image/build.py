@@ -147,7 +147,7 @@ def checkout_files() -> list[str]:
     """This checkout's files as git sees them (tracked and new, not ignored)."""
     out = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                          check=True, capture_output=True).stdout.decode()
-    return [f for f in out.split("\0") if f and (REPO / f).is_file()]
+    return [f for f in out.split("\0") if f and ((REPO / f).is_file() or (REPO / f).is_symlink())]
 
 
 def git_revision() -> str:
@@ -161,7 +161,10 @@ def layer(base: Path, tree: Path) -> None:
     for rel in checkout_files():
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / rel, target)
+        if (REPO / rel).is_symlink():           # package/<folder> -> ../<folder>: relative, kept as is
+            os.symlink(os.readlink(REPO / rel), target)
+        else:
+            shutil.copy2(REPO / rel, target)
     for sub in ("build/bin", "build/lib"):
         if (REPO / sub).is_dir():
             shutil.copytree(REPO / sub, dest / sub, dirs_exist_ok=True)
@@ -226,7 +229,9 @@ def source_hash(files: list[str]) -> str:
     extra = [str(p.relative_to(REPO)) for sub in ("build/bin", "build/lib") if (REPO / sub).is_dir()
              for p in sorted((REPO / sub).iterdir()) if p.is_file()]
     for rel in sorted(files) + extra:
-        h.update(rel.encode() + b"\0" + (REPO / rel).read_bytes() + b"\0")
+        path = REPO / rel
+        content = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+        h.update(rel.encode() + b"\0" + content + b"\0")
     return h.hexdigest()[:16]
 
 
