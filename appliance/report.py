@@ -15,7 +15,3 @@ def write_report(run_dir: Path, formats: tuple[str, ...] = render.FORMATS) -> li
     """Write report.html and/or report.pdf into run_dir; return the paths written."""
     return render.write_report(run_dir, formats, sections=registry.SECTIONS)
 
-
-def render_html(run_dir: Path) -> str:
-    """The report as one HTML page, without writing it."""
-    return render.render_html(run_dir, sections=registry.SECTIONS)

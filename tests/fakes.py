@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab_support import write_lab_config
+
 from longhaul.appliance.run.trial import BASE_PORT, PORTS_PER_FLOW
 from longhaul.collectors.live.rtt_probe import _BURST_LOOP_SH
 from longhaul.collectors.live.shaper_meter import _LOOP_SH as SHAPER_LOOP_SH
@@ -294,22 +296,7 @@ duration_s = 1
 
 def write_fake_config(tmp: Path, profile_text: str = TINY_PROFILE, name: str = "tiny", verify: str = "") -> Path:
     """config.toml and profiles/<name>.toml for the fake backend; verification tries once."""
-    (tmp / "profiles").mkdir(parents=True, exist_ok=True)
-    (tmp / "profiles" / f"{name}.toml").write_text(profile_text)
-    config = tmp / "config.toml"
-    config.write_text(f"""
-[lab]
-backend = "{NAME}"
-[store]
-dir = "runs"
-[run]
-profiles = ["{name}"]
-[report]
-formats = ["html"]
-[verify]
-rate_probe_s = 1.0
-attempts = 1
-retry_pause_s = 0
-{verify}
-""")
+    config = write_lab_config(tmp, profile_text, name,
+                              verify="rate_probe_s = 1.0\nattempts = 1\nretry_pause_s = 0\n" + verify)
+    config.write_text(f'[lab]\nbackend = "{NAME}"\n' + config.read_text())
     return config

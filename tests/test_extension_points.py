@@ -52,7 +52,8 @@ def test_a_toy_study(tmp_path, monkeypatch):
     folder = tmp_path / "toy_study"
     folder.mkdir()
     monkeypatch.setattr(registry, "SECTIONS", (*registry.SECTIONS, ToySection(folder)))
-    html = report.render_html(run_dir)
+    (written,) = report.write_report(run_dir, ("html",))      # the product's path: `longhaul report`
+    html = written.read_text()
     assert "<h2>Toy study</h2>" in html and "cells; the first is" in html
     assert "&lt;b&gt;escaped&lt;/b&gt;" in html and "<b>escaped</b>" not in html
 

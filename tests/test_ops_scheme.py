@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from longhaul.appliance.config.profiles import load_profile
+from longhaul.appliance.config.schema import Topology
 from longhaul.appliance.ops import plans
 from longhaul.collectors.live.rtt_probe import RttSample
 from longhaul.collectors.studies.ops.chooser import OpsChooser
@@ -17,7 +18,7 @@ from longhaul.core.units import parse_size
 from longhaul.drivers.patterns import bursts
 
 REPO = Path(__file__).resolve().parent.parent
-TOPO = plans.Topology(4, 1000, 500, 128, "6MB", 1500)
+TOPO = Topology(pairs=4, access_rate_mbps=1000, bottleneck_rate_mbps=500, rtt_ms=128, queue="6MB", mtu=1500)
 STEPS = [("cubic", 5.0), ("bbr", 5.0), ("cubic", 5.0), ("none", 5.0)]
 
 

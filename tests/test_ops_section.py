@@ -13,10 +13,11 @@ import ops_synthetic
 import pytest
 import report_fixtures
 
-from longhaul.appliance.report import render_html
+from longhaul.collectors.studies import registry
 from longhaul.collectors.studies.ops import classify as ops_classify
 from longhaul.collectors.studies.ops import dataset as ops_dataset
 from longhaul.collectors.studies.ops.section import SECTION
+from longhaul.reports import render
 from longhaul.reports.render import render_section
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -160,7 +161,7 @@ def test_foreign_evaluation_format(tmp_path):
 def test_inlined_in_the_report(tmp_path, evaluation):
     run_dir = report_fixtures.make_store(tmp_path)
     _run_dir(run_dir, evaluation, FIG29)
-    html = render_html(run_dir)
+    html = render.render_html(run_dir, sections=registry.SECTIONS)
     assert '<section id="ops">' in html
     assert html.index('<section id="ops">') < html.index('<section id="notes">')
 

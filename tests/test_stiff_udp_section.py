@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import report_fixtures
 
-from longhaul.appliance.report import render_html
 from longhaul.collectors.store.reader import load_store
+from longhaul.collectors.studies import registry
 from longhaul.collectors.studies.stiff_udp import section as stiff_udp_section
+from longhaul.reports import render
 from longhaul.reports.render import render_section
 
 TAU, M, PERIOD, INTERVAL_MS = 240.0, 100.0, 9.8696, 10.0
@@ -256,7 +257,7 @@ def test_broken_store_is_a_note_not_an_exception(tmp_path, monkeypatch):
 
 
 def test_whole_report_renders_with_the_section(tmp_path):
-    page = render_html(make_run(tmp_path))
+    page = render.render_html(make_run(tmp_path), sections=registry.SECTIONS)
     assert 'id="stiff-udp"' in page and "TABLE III equivalent" in page
     assert page.index('id="stiff-udp"') < page.index('<section id="notes">')
 

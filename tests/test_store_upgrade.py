@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.appliance.report import render_html
 from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store import upgrade as upgrade_mod
 from longhaul.collectors.store.reader import load_store
 from longhaul.collectors.store.records import CellEntry, TrialSummary, Verification
 from longhaul.collectors.store.writer import FileRunWriter, summary_doc
+from longhaul.collectors.studies import registry
 from longhaul.core.tables import write_json
+from longhaul.reports import render
 
 V1 = Path(__file__).parent / "data" / "run-v1" / "20261123-222341-a39045"
 CELLS = ["quickstart-001", "quickstart-002", "quickstart-003"]
@@ -69,7 +70,7 @@ def test_typed_records_give_back_exactly_what_v1_wrote():
 
 def test_the_v1_run_renders_its_report(v1_run):
     before = files(v1_run)
-    html = render_html(v1_run)
+    html = render.render_html(v1_run, sections=registry.SECTIONS)
     assert all(cid in html for cid in CELLS) and "<svg" in html
     assert files(v1_run) == before                  # rendering reads only
 

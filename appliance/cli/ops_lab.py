@@ -15,8 +15,7 @@ from longhaul.collectors.studies.ops.decision import KNOWN_CCAS
 from longhaul.collectors.studies.ops.decision import load as load_decision
 from longhaul.collectors.studies.ops.model import ModelError
 from longhaul.collectors.studies.ops.model import load as load_model
-from longhaul.core.errors import ConfigError, RunError
-from longhaul.hardware.cleanup import Interrupted
+from longhaul.core.errors import ConfigError
 
 DEFAULT_LAB = Path("profiles/ops/lab.toml")
 
@@ -100,30 +99,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not schemes or any(s not in SCHEMES for s in schemes):
         raise ConfigError(None, None, ("--schemes",), args.schemes, f"a subset of {', '.join(SCHEMES)}")
     out_root = args.out or _store_dir(args.config)
-    try:
-        run = run_fig29(spec, model, decision, backgrounds, schemes, args.duration, args.period,
-                        args.fixed == "cycled", args.settle, out_root, args.config, Progress())
-    except (RunError, Interrupted) as exc:
-        _report_newest(out_root)
-        raise exc
+    run = run_fig29(spec, model, decision, backgrounds, schemes, args.duration, args.period,
+                    args.fixed == "cycled", args.settle, out_root, args.config, Progress())
     from longhaul.appliance.report import write_report  # start-up: the report brings matplotlib
 
-    for path in write_report(run.run_dir, ("html", "pdf")):
+    for path in write_report(run.run_dir, ("html", "pdf")):     # a run cut short: the schemes done so far
         print(f"report: {path}")
     print(run.run_dir)
+    if run.failure is not None:
+        raise run.failure
     return 0 if run.status == "complete" else 1
 
 
 def _store_dir(config: Path) -> Path:
     return load_config(config, []).store_dir if config.is_file() else Path("runs")
 
-
-def _report_newest(out_root: Path) -> None:
-    """A run cut short keeps its report: the schemes done so far."""
-    from longhaul.appliance.report import write_report  # start-up: the report brings matplotlib
-
-    runs = sorted(Path(out_root).glob("*/ops/plan.json"), key=lambda p: p.stat().st_mtime)
-    if runs:
-        for path in write_report(runs[-1].parent.parent, ("html", "pdf")):
-            print(f"report: {path}")
-        print(runs[-1].parent.parent)

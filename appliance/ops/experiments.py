@@ -22,6 +22,7 @@ from longhaul.collectors.studies.ops import lab_runs
 from longhaul.collectors.studies.ops.chooser import OpsChooser
 from longhaul.core.errors import RunError
 from longhaul.core.tables import write_csv, write_json
+from longhaul.hardware.cleanup import Interrupted
 
 DEFAULT_CONFIG = "[lab]\nbackend = \"netns\"\n"
 
@@ -30,11 +31,7 @@ DEFAULT_CONFIG = "[lab]\nbackend = \"netns\"\n"
 class OpsRun:
     run_dir: Path
     status: str
-
-
-def _topology(spec: OpsLabFile) -> plans.Topology:
-    t = spec.topology
-    return plans.Topology(t.pairs, t.access_rate_mbps, t.bottleneck_rate_mbps, t.rtt_ms, t.queue, t.mtu)
+    failure: BaseException | None = None     # what cut the run short: a RunError or an interrupt
 
 
 def _steps(spec: OpsLabFile) -> list[tuple[str, float]]:
@@ -44,8 +41,9 @@ def _steps(spec: OpsLabFile) -> list[tuple[str, float]]:
 def _run(config_path: Path | None, profile_name: str, text: str, plan: dict, out_root: Path, progress,
          choosers=None, after=None) -> OpsRun:
     """Write the generated profile where the config loader finds it and run it; the plan goes into
-    the run, and `after(run_dir)` reads the stored results back, also when the run was cut short
-    (the run's own copies of config and profile are what a reader needs afterwards)."""
+    the run, and `after(run_dir)` reads the stored results back, also when the run was cut short;
+    then the failure is the caller's to raise (the run's own copies of config and profile are what
+    a reader needs afterwards)."""
     with tempfile.TemporaryDirectory(prefix="longhaul-ops-") as tmp:
         (Path(tmp) / f"{profile_name}.toml").write_text(text)
         if config_path is None or not Path(config_path).is_file():
@@ -53,14 +51,18 @@ def _run(config_path: Path | None, profile_name: str, text: str, plan: dict, out
             config_path.write_text(DEFAULT_CONFIG)
         config: Config = load_config(config_path, [profile_name], profile_dir=Path(tmp))
         runner = Runner(config, progress, out_root, choosers=choosers)
+        failure = None
         try:
-            store = runner.run()
-        finally:
-            if runner.store is not None:
-                lab_runs.write_plan(runner.store.dir, plan)
-                if after is not None:
-                    after(runner.store.dir)
-    return OpsRun(store.dir, store.manifest.get("status", "failed"))
+            runner.run()
+        except (RunError, Interrupted) as exc:
+            if runner.store is None:           # nothing was stored: nothing to read back
+                raise
+            failure = exc
+    store = runner.store
+    lab_runs.write_plan(store.dir, plan)
+    if after is not None:
+        after(store.dir)
+    return OpsRun(store.dir, store.manifest.get("status", "failed"), failure)
 
 
 def lab_conditions(spec: OpsLabFile, manifest: dict) -> dict:
@@ -77,13 +79,16 @@ def record_dataset(spec: OpsLabFile, classes: dict[str, list[str]], modes: list[
                    config_path: Path | None, progress) -> tuple[Path, OpsRun]:
     """Record every class in every probing mode as one run, then cut the dataset from its stored
     RTT series; an interrupted or failed run keeps the classes it finished (complete = false)."""
-    text, plan = plans.record_profile(_topology(spec), spec.roles.background_pairs, spec.roles.probe_pair,
+    text, plan = plans.record_profile(spec.topology, spec.roles.background_pairs, spec.roles.probe_pair,
                                       classes, modes, spec.record.duration_s, spec.record.warmup_s, _steps(spec))
     out_csv = Path(out_csv)
     run = _run(config_path, plans.RECORD_PROFILE, text, plan, out_csv.parent / f"{out_csv.stem}-lab", progress,
                after=lambda run_dir: write_recording(spec, classes, modes, run_dir, out_csv))
+    if isinstance(run.failure, Interrupted):
+        raise run.failure
     if run.status != "complete":
-        raise RunError(f"the recording run {run.run_dir} ended {run.status}; the classes it finished are in {out_csv}")
+        raise RunError(f"the recording run {run.run_dir} ended {run.status}; the classes it finished are in "
+                       f"{out_csv}") from run.failure
     return out_csv, run
 
 
@@ -109,7 +114,7 @@ def run_fig29(spec: OpsLabFile, model, decision, backgrounds: list[str], schemes
     also when the run failed part-way (the schemes done so far)."""
     active = _steps(spec) if model is not None and model.probing == "active" else None
     w = model.w if model is not None else 10
-    text, plan = plans.fig29_profile(_topology(spec), spec.roles.background_pairs[0], spec.roles.foreground_pair,
+    text, plan = plans.fig29_profile(spec.topology, spec.roles.background_pairs[0], spec.roles.foreground_pair,
                                      spec.roles.probe_pair, backgrounds, schemes, total_s, period_s, w,
                                      spec.record.warmup_s, settle_s, cycled, active)
     plan["right_cca"] = {bg: decision.decide(bg) for bg in backgrounds if model is not None and bg in model.classes}

@@ -20,22 +20,13 @@ that the OPS study reads back from the stored run.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from longhaul.appliance.config.schema import Topology
 
 SCHEMES = ("Fixed:CUBIC", "Fixed:BBR", "Adaptive")
 RECORD_PROFILE = "ops-record"
 FIG29_PROFILE = "ops-fig29"
 IPERF = 'tool = "iperf3"\nprotocol = "tcp"'
-
-
-@dataclass(frozen=True)
-class Topology:
-    pairs: int
-    access_rate_mbps: float
-    bottleneck_rate_mbps: float
-    rtt_ms: float
-    queue: object
-    mtu: int
 
 
 def _value(v) -> str:
@@ -51,24 +42,15 @@ def _value(v) -> str:
 
 
 def _table(header: str, items: dict) -> str:
-    return f"[{header}]\n" + "".join(f"{k} = {_value(v)}\n" for k, v in items.items() if v is not None) + "\n"
-
-
-def _flow(items: dict) -> str:
-    return "[[flows]]\n" + "".join(f"{k} = {_value(v)}\n" for k, v in items.items() if v is not None) + "\n"
-
-
-def _scenario(items: dict) -> str:
-    return "[[scenarios]]\n" + "".join(f"{k} = {_value(v)}\n" for k, v in items.items() if v is not None) + "\n"
+    """`[header]` (or `[[header]]` for an array of tables) and its keys; None leaves a key out."""
+    return f"{header}\n" + "".join(f"{k} = {_value(v)}\n" for k, v in items.items() if v is not None) + "\n"
 
 
 def _head(description: str, topo: Topology, probe_pair: int, probe_s: float | None) -> str:
-    return (_table("profile", {"description": description, "repeats": 1})
-            + _table("topology", {"pairs": topo.pairs, "access_rate_mbps": float(topo.access_rate_mbps),
-                                  "bottleneck_rate_mbps": float(topo.bottleneck_rate_mbps),
-                                  "rtt_ms": float(topo.rtt_ms), "queue": topo.queue, "mtu": topo.mtu})
-            + _table("tuning", {"cca": "cubic", "buffer": "large"})
-            + _table("probe", {"pair": probe_pair, "mode": "burst", "duration_s": probe_s}))
+    return (_table("[profile]", {"description": description, "repeats": 1})
+            + _table("[topology]", topo.model_dump())
+            + _table("[tuning]", {"cca": "cubic", "buffer": "large"})
+            + _table("[probe]", {"pair": probe_pair, "mode": "burst", "duration_s": probe_s}))
 
 
 def active_flows(steps: list[tuple[str, float]], pair: int, start_s: float, cycle_s: float, duration_s: float,
@@ -99,7 +81,7 @@ def record_profile(topo: Topology, background_pairs: list[int], probe_pair: int,
     background = [{"name": f"bg{pair}", "role": "background", "tool": "iperf3", "pair": pair, "cca": "cubic",
                    "duration_s": float(span + 2)} for pair in background_pairs]
     active = active_flows(active_steps, probe_pair, warmup_s, cycle, duration_s)
-    text += "".join(_flow(f) for f in background + active)
+    text += "".join(_table("[[flows]]", f) for f in background + active)
     plan = {"kind": "ops-record", "warmup_s": warmup_s, "duration_s": duration_s, "modes": modes,
             "classes": classes, "active_cycle_s": cycle, "scenarios": {}}
     for mode in modes:
@@ -111,7 +93,7 @@ def record_profile(topo: Topology, background_pairs: list[int], probe_pair: int,
             flows = [f"bg{pair}" for pair in background_pairs[:len(ccas)]]
             flows += [f["name"] for f in active] if mode == "active" else []
             overrides = {f"flows.bg{pair}.cca": cca for pair, cca in zip(background_pairs, ccas)}
-            text += _scenario({"name": scenario, "flows": flows, "set": overrides or None})
+            text += _table("[[scenarios]]", {"name": scenario, "flows": flows, "set": overrides or None})
             plan["scenarios"][scenario] = {"class": name, "probing": mode}
     return text, plan
 
@@ -138,7 +120,7 @@ def fig29_profile(topo: Topology, background_pair: int, foreground_pair: int, pr
               "pattern": "square", "on_s": float(period_s), "off_s": float(settle_s + window),
               "start_s": float(warmup_s + window), "duration_s": float(fg_span)}]
     active = active_flows(active_steps, probe_pair, warmup_s, cycle, end - warmup_s, window) if active_steps else []
-    text += "".join(_flow(f) for f in flows + active)
+    text += "".join(_table("[[flows]]", f) for f in flows + active)
     plan = {"kind": "ops-fig29", "w": w, "period_s": period_s, "settle_s": settle_s, "warmup_s": warmup_s,
             "total_s": total_s, "cycle_s": cycle, "fg_start_s": warmup_s + window, "scenarios": {}}
     for background in backgrounds:
@@ -151,7 +133,7 @@ def fig29_profile(topo: Topology, background_pair: int, foreground_pair: int, pr
                 overrides.update({"flows.fg.pattern": "constant", "flows.fg.start_s": float(warmup_s),
                                   "flows.fg.duration_s": float(total_s), "flows.fg.cca": fixed})
                 chosen = ["bg", "fg"]
-            text += _scenario({"name": name, "flows": chosen, "set": overrides})
+            text += _table("[[scenarios]]", {"name": name, "flows": chosen, "set": overrides})
             plan["scenarios"][name] = {"background": background, "scheme": scheme, "fixed": fixed,
                                        "chooses": bool(cycled or not fixed)}
     return text, plan

@@ -63,7 +63,8 @@ class Runner:
         check_tools(config, here=False)          # every tool has a driver, before any lab is touched
         run_id = self.store.run_id if self.store is not None else new_run_id()
         run_dir = self.store.dir if self.store is not None else self.out_root / run_id
-        ctx = RunContext(tag=run_id[-6:], run_dir=run_dir, procs=self.procs, say=self.progress.message)
+        ctx = RunContext(tag=run_id[-6:], run_dir=run_dir, lab_dir=run_dir / LAB_DIR, procs=self.procs,
+                         say=self.progress.message)
         self.out_root.mkdir(parents=True, exist_ok=True)
         with signals_raise(), config.backend.session(config.lab, needs, ctx) as session:
             if session.runs_tools_here:

@@ -88,7 +88,6 @@ class Chooser(Protocol):
         ...
 
 
-DECISION_COLUMNS = DECISIONS_COLUMNS     # the store names its files and columns (collectors/store/format.py)
 
 
 @dataclass
@@ -363,7 +362,7 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, sta
     write_csv(trial_dir / EVENTS_CSV, EVENTS_COLUMNS, event_rows)
     decisions = [row for r in runs for row in r.decisions]
     if decisions:
-        write_csv(trial_dir / DECISIONS_CSV, DECISION_COLUMNS, decisions)
+        write_csv(trial_dir / DECISIONS_CSV, DECISIONS_COLUMNS, decisions)
     errors = trial_errors + [f"{r.flow.name}: {e}" for r in runs for e in r.errors]
     return TrialSummary.from_dict({
         "trial": trial_no, "status": "failed" if errors else "ok", "error": "; ".join(errors) or None,

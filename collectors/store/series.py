@@ -33,16 +33,16 @@ class TrialSeries:
 def load_trial_series(trial_dir: Path) -> TrialSeries:
     trial_dir = Path(trial_dir)
     out = TrialSeries()
-    rows = _read_csv(trial_dir / THROUGHPUT_CSV, out.problems)
+    rows = read_rows(trial_dir / THROUGHPUT_CSV, out.problems)
     if rows is not None:
         out.throughput = _group_series([r for r in rows if r.get("stream") == "all"], "mbps")
-    rows = _read_csv(trial_dir / RTT_CSV, out.problems)
+    rows = read_rows(trial_dir / RTT_CSV, out.problems)
     if rows is not None:
         t, v = _floats(rows, "t_s"), _floats(rows, "rtt_ms")
         keep = np.isfinite(t) & np.isfinite(v)  # lost probe rounds have no rtt
         order = np.argsort(t[keep])
         out.rtt = (t[keep][order], v[keep][order])
-    rows = _read_csv(trial_dir / TCPINFO_CSV, out.problems)
+    rows = read_rows(trial_dir / TCPINFO_CSV, out.problems)
     if rows is not None:
         out.inflight = _per_flow_ticks(rows, "bytes_in_flight", sum)   # a GridFTP flow has 16 sockets
         out.srtt = _per_flow_ticks(rows, "srtt_ms", max)
@@ -50,7 +50,9 @@ def load_trial_series(trial_dir: Path) -> TrialSeries:
     return out
 
 
-def _read_csv(path: Path, problems: list[str]) -> list[dict] | None:
+def read_rows(path: Path, problems: list[str]) -> list[dict] | None:
+    """A trial table's rows as dicts, or None with the reason added to `problems` (a crash can
+    leave a table missing or cut short)."""
     try:
         with path.open(newline="", encoding="utf-8") as fh:
             return list(csv.DictReader(fh))

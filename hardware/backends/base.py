@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -70,6 +70,7 @@ class RunContext:
 
     tag: str                                    # names this run's objects (namespaces, VMs)
     run_dir: Path                               # the run store's directory (created by the runner)
+    lab_dir: Path                               # where in it a backend keeps its files (VM consoles)
     procs: ProcessTable                         # every process started is recorded here
     say: Callable[[str], None] = print          # progress messages for the terminal
 
@@ -124,11 +125,3 @@ def bottleneck_shapes(topo: Dumbbell, settings: LinkSettings) -> list[tuple[Dire
     one_way = settings.rtt_ms / 2
     return [(DirectionShape(port.ifname, link.rate_mbps, settings.queue_bytes, one_way, topo.mtu), port.host)
             for port in (link.a, link.b)]
-
-
-@dataclass
-class Configured:
-    """A backend's resolved settings (the default for backends with nothing to resolve)."""
-
-    settings: BaseModel
-    paths: dict[str, Path] = field(default_factory=dict)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from longhaul.hardware.tuning import router_sysctls, sysctl_argv
+
 GSO_MAX = 65536 + 1514
 BURST_S = 0.010
 
@@ -79,10 +81,10 @@ class LinuxTc:
     delays_itself = False
 
     def sysctls(self, shape: DirectionShape) -> dict[str, str]:
-        return {"net.ipv4.ip_forward": "1"}
+        return router_sysctls()
 
     def write_sysctls(self, values: dict[str, str]) -> list[list[str]]:
-        return [["sysctl", "-q", "-w", *[f"{k}={v}" for k, v in values.items()]]]
+        return sysctl_argv(values)
 
     def shaping(self, shape: DirectionShape, netem: bool) -> list[list[str]]:
         return direction_plan(shape, use_netem=netem)

@@ -5,7 +5,6 @@ scenario stands for which class or scheme."""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import numpy as np
 from longhaul.collectors.metrics import jain
 from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store.reader import load_store
+from longhaul.collectors.store.series import read_rows
 
 PLAN_FILE = Path("ops") / "plan.json"
 
@@ -64,14 +64,6 @@ def recording_rows(run_dir: Path) -> tuple[list[tuple], list[str]]:
     return rows, missing
 
 
-def _read_csv(path: Path) -> list[dict]:
-    try:
-        with path.open(newline="") as fh:
-            return list(csv.DictReader(fh))
-    except FileNotFoundError:
-        return []
-
-
 def _mean_over(series, start: float, stop: float) -> float | None:
     if series is None:
         return None
@@ -96,13 +88,13 @@ def fig29_entries(run_dir: Path) -> list[dict]:
         trial_dir = store.trial_dir(cell["id"], trial["trial"])
         series = store.trial_series(cell["id"], trial["trial"])
         fg = next(f for f in trial["flows"] if f["name"] == "fg")
-        events = [e for e in _read_csv(trial_dir / fmt.EVENTS_CSV) if e["flow"] == "fg"]
+        events = [e for e in read_rows(trial_dir / fmt.EVENTS_CSV, []) or [] if e["flow"] == "fg"]
         starts = [float(e["planned_start_s"]) for e in events]
         stops = [float(e["planned_stop_s"] or e["planned_start_s"]) for e in events]
         span = (min(starts), max(stops)) if starts else (0.0, 0.0)
         bg_mbps = _mean_over(series.throughput.get("bg"), *span)
         decisions = []
-        for row in _read_csv(trial_dir / fmt.DECISIONS_CSV):
+        for row in read_rows(trial_dir / fmt.DECISIONS_CSV, []) or []:
             if row["flow"] != "fg":
                 continue
             note = json.loads(row["note"] or "{}")

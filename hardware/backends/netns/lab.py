@@ -19,11 +19,13 @@ from longhaul.hardware.backends.netns.features import Features
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
 from longhaul.hardware.executors.process import LocalExecutor, NetnsExecutor, ProcessTable, wait_until
-from longhaul.hardware.routers.linux_tc import access_plan, direction_plan
+from longhaul.hardware.routers.linux_tc import access_plan
+from longhaul.hardware.routers.registry import ROUTERS
 from longhaul.hardware.topology import Dumbbell
-from longhaul.hardware.tuning import host_sysctls, router_sysctls, sysctl_argv
+from longhaul.hardware.tuning import host_sysctls, sysctl_argv
 
 log = logging.getLogger(__name__)
+LINUX = ROUTERS["linux"]
 NETNS_ETC = Path("/etc/netns")
 
 
@@ -41,16 +43,17 @@ def lab_plan(topo: Dumbbell, settings: LinkSettings, features: Features) -> list
             steps.append(Step(port.host, ["ip", "link", "set", port.ifname, "mtu", str(topo.mtu), "up"]))
     for route in topo.routes:
         steps.append(Step(route.host, ["ip", "route", "add", route.destination, "via", route.via]))
-    for host in topo.hosts:
-        settings_for = router_sysctls() if host.role == "router" else host_sysctls(
+    shapes = {host: shape for shape, host in bottleneck_shapes(topo, settings)}
+    for host in topo.hosts:          # the routers are namespaces of this machine: Linux routers
+        settings_for = LINUX.sysctls(shapes[host.name]) if host.role == "router" else host_sysctls(
             settings.cca, settings.buffer, list(features.allowed_congestion_controls))
         steps += [Step(host.name, argv) for argv in sysctl_argv(settings_for)]
     for link in topo.links:
         if link.kind == "access":
             for port in (link.a, link.b):
                 steps += [Step(port.host, argv) for argv in access_plan(port.ifname, link.rate_mbps, topo.mtu)]
-    for shape, host in bottleneck_shapes(topo, settings):
-        steps += [Step(host, argv) for argv in direction_plan(shape, use_netem=features.netem)]
+    for host, shape in shapes.items():
+        steps += [Step(host, argv) for argv in LINUX.shaping(shape, features.netem)]
     return steps
 
 

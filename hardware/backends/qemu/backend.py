@@ -81,12 +81,12 @@ class QemuBackend:
     def session(self, configured: QemuConfigured, needs: LabNeeds, ctx: RunContext):
         with _fleet(configured, needs, ctx) as fleet:
             # from here on the VMs are real hosts with an inventory, driven like the ssh backend
-            session = open_session(fleet.inventory_path, needs, ctx, self.name)
+            session = open_session(fleet.inventory_path, needs, ctx.procs, self.name)
             session.features.extra["vm_lab"] = fleet.as_dict()
             try:
                 yield session
             finally:
-                fleet.keep_consoles(ctx.run_dir / "lab" / "vms")
+                fleet.keep_consoles(ctx.lab_dir / "vms")
 
 
 @contextmanager

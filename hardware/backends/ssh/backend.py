@@ -14,6 +14,7 @@ from longhaul.hardware.backends.ssh import lab as hosts_lab
 from longhaul.hardware.backends.ssh.check import check_inventory, wants
 from longhaul.hardware.backends.ssh.inventory import Inventory, inventory_path, load_inventory
 from longhaul.hardware.cleanup import CleanupStack
+from longhaul.hardware.executors.process import ProcessTable
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def _say_restored(record: dict) -> None:
         log.error("real hosts not as found: %s", "; ".join(record["not_restored"]))
 
 
-def open_session(inventory_path: Path, needs: LabNeeds, ctx: RunContext, backend: str) -> SshSession:
+def open_session(inventory_path: Path, needs: LabNeeds, procs: ProcessTable, backend: str) -> SshSession:
     """Preflight the machines this run uses (longhaul check --inventory's checks and the facts the
     plans need); PreflightError names every failed check."""
     inventory = load_inventory(inventory_path)
@@ -58,7 +59,7 @@ def open_session(inventory_path: Path, needs: LabNeeds, ctx: RunContext, backend
     except RuntimeError as exc:
         raise PreflightError(f"preflight failed: {exc}") from None
     features.backend = backend           # the manifest says which backend drove these hosts
-    return SshSession(inventory, features, ctx.procs, backend)
+    return SshSession(inventory, features, procs, backend)
 
 
 class SshBackend:
@@ -85,9 +86,9 @@ class SshBackend:
     def check(self, configured: SshConfigured, needs: LabNeeds, console) -> Readiness:
         if check_inventory(configured.inventory_path, needs, console) != 0:
             return Readiness(False)
-        open_session(configured.inventory_path, needs, RunContext("check", Path("."), None), self.name)
+        open_session(configured.inventory_path, needs, ProcessTable(), self.name)
         return Readiness(True)
 
     @contextmanager
     def session(self, configured: SshConfigured, needs: LabNeeds, ctx: RunContext):
-        yield open_session(configured.inventory_path, needs, ctx, self.name)
+        yield open_session(configured.inventory_path, needs, ctx.procs, self.name)
