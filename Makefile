@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml $(DEBSTAMP)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $@
 
-helpers: $(BIN)/longhaul-delayline $(BIN)/longhaul-pacedudp $(BIN)/longhaul-udtperf build/lib/liblonghaul_dtw.so build/lib/liblonghaul_ccashim.so
+helpers: $(BIN)/longhaul-delayline $(BIN)/longhaul-pacedudp $(BIN)/longhaul-udtperf build/lib/liblonghaul_dtw.so build/lib/liblonghaul_ccashim.so $(BIN)/telegraf
 $(BIN)/longhaul-delayline: hardware/delayline/delayline.c hardware/delayline/Makefile $(DEBSTAMP)
 	$(MAKE) -C hardware/delayline OUT=$(abspath $(BIN))
 $(BIN)/longhaul-pacedudp: $(wildcard drivers/pacedudp/*.c drivers/pacedudp/*.h) drivers/pacedudp/Makefile $(DEBSTAMP)
@@ -39,6 +39,10 @@ build/lib/liblonghaul_dtw.so: collectors/studies/ops/dtw/dtw.c collectors/studie
 	$(MAKE) -C collectors/studies/ops/dtw OUT=$(abspath build/lib)
 build/lib/liblonghaul_ccashim.so: drivers/ccashim/ccashim.c drivers/ccashim/Makefile $(DEBSTAMP)
 	$(MAKE) -C drivers/ccashim OUT=$(abspath build/lib)
+# Telegraf with longhaul's plugins only (Go module proxy; the binary is cached in
+# /var/cache/longhaul/telegraf, so a fresh clone copies it in a second)
+$(BIN)/telegraf: appliance/setup/build-telegraf.sh
+	bash appliance/setup/build-telegraf.sh $(BIN)
 
 # the appliance image (appliance/image/): base cached in /var/cache/longhaul/image, rebuilt
 # only when this checkout changed

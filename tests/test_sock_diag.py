@@ -77,3 +77,17 @@ def test_parse_dump_reads_the_loss_counters_at_their_offsets():
     info = _tcp_info(unacked=100, sacked=20, lost=5, retrans_out=3, mss=1000)
     (sock,), _ = sock_diag.parse_dump(_message(1, 2, info))
     assert (sock["unacked"], sock["sacked"], sock["lost"], sock["retrans_out"]) == (100, 20, 5, 3)
+
+
+def test_ipv6_sockets_show_v4_mapped_addresses_as_ipv4():
+    """A server on `::` holds IPv4 clients on IPv6 sockets (iperf3's receivers): their addresses
+    read as the IPv4 ones; a real IPv6 address reads as IPv6. Asking for both families is two dumps."""
+    mapped = bytes(10) + b"\xff\xff" + socket.inet_aton("10.2.1.2")
+    body = sock_diag._MSG.pack(socket.AF_INET6, 1, 0, 0, socket.htons(5201), socket.htons(40000), mapped,
+                               socket.inet_pton(socket.AF_INET6, "fd00::1"), 0, 0, 0, 0, 0, 0)
+    body += _rta(sock_diag.INET_DIAG_INFO, _tcp_info(cwnd=10))
+    (sock,), _ = sock_diag.parse_dump(sock_diag._NLMSG.pack(16 + len(body), sock_diag.SOCK_DIAG_BY_FAMILY, 2, 1, 0)
+                                      + body)
+    assert (sock["src"], sock["sport"], sock["dst"], sock["dport"]) == ("10.2.1.2", 5201, "fd00::1", 40000)
+    assert sock["cwnd"] == 10
+    assert struct.unpack_from("=B", sock_diag.request(1, socket.AF_INET6), 16)[0] == socket.AF_INET6

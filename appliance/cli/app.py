@@ -1,4 +1,4 @@
-"""The longhaul command: run, check, report, clean, profiles.
+"""The longhaul command: run, check, report, export, clean, profiles.
 
 Exit status: 0 success, 2 a bad config or arguments (nothing was set up), 1 a failed run.
 """
@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from longhaul.appliance.cli import analyze as analyze_cmd
+from longhaul.appliance.cli import influx as influx_cmd
 from longhaul.appliance.cli import ops as ops_cmd
 from longhaul.appliance.cli import ops_lab as ops_lab_cmd
 from longhaul.appliance.cli.progress import Progress
@@ -80,8 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
 
     report = sub.add_parser("report", help="write the report of a run from its store")
-    report.add_argument("run_dir", type=Path)
+    report.add_argument("run_dir", type=Path, nargs="?")
     report.add_argument("--format", action="append", dest="formats", choices=["html", "pdf"])
+    influx_cmd.report_options(report)
     report.set_defaults(func=cmd_report)
 
     clean = sub.add_parser("clean", help="remove what crashed longhaul runs left behind")
@@ -92,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     profiles.add_argument("--config", type=Path, default=Path("config.toml"))
     profiles.set_defaults(func=cmd_profiles)
     analyze_cmd.register(sub)  # analyses with commands of their own
+    influx_cmd.register(sub)
     ops_lab_cmd.add_parsers(ops_cmd.register(sub))
     return parser
 
@@ -170,6 +173,10 @@ def _tools_table(config) -> Table:
 def cmd_report(args) -> int:
     from longhaul.appliance.report import write_report  # start-up: the report brings matplotlib
 
+    if (args.run_dir is None) == (args.from_influx is None):
+        raise ConfigError(None, None, ("report",), None, "give a RUN_DIR or --from-influx RUN_ID (one of them)")
+    if args.from_influx:
+        return influx_cmd.report_from_influx(args, write_report)
     if not (args.run_dir / fmt.SUMMARY).is_file():
         raise ConfigError(args.run_dir, None, (), None, f"not a longhaul run directory (no {fmt.SUMMARY})")
     for path in write_report(args.run_dir, tuple(args.formats or ("html", "pdf"))):

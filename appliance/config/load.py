@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from longhaul.appliance.config.profiles import Profile, find_profile, load_profile
+from longhaul.collectors.store.influx.settings import Credential, InfluxSettings, resolve_credential
 from longhaul.core.errors import ConfigError, SettingError
 from longhaul.core.model import Strict
 from longhaul.core.tomlsource import load
@@ -27,6 +28,7 @@ class LabSection(Strict):
 
 class StoreSection(Strict):
     dir: str = "runs"
+    influx: InfluxSettings | None = None   # a second store (docs/telemetry.md); the files are always written
 
 
 class RunSection(Strict):
@@ -71,6 +73,7 @@ class Config:
     time_scale: float | None = None       # the command line's override, if any
     profile_dir_override: Path | None = None
     lab: Any = None                       # the backend's resolved settings (its configure())
+    influx_credential: Credential | None = None   # [store] influx's, from the environment or its file
 
     @property
     def backend(self) -> Backend:
@@ -98,6 +101,7 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
     source = load(path)
     data = validate(source, ConfigFile)
     lab = _lab(path, source, data.lab)
+    credential = _influx_credential(path, source, data.store.influx)
     names = profile_names or data.run.profiles
     profile_dir = Path(profile_dir) if profile_dir else (path.parent / data.run.profile_dir).resolve()
     profiles = []
@@ -111,7 +115,17 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
             raise ConfigError(path, source.line_of(loc), loc, name, exc.allowed) from None
         profiles.append(load_profile(profile_path, time_scale))
     return Config(path=path.resolve(), data=data, raw=source.data, profiles=profiles, time_scale=time_scale,
-                  profile_dir_override=Path(profile_dir) if profile_dir else None, lab=lab)
+                  profile_dir_override=Path(profile_dir) if profile_dir else None, lab=lab,
+                  influx_credential=credential)
+
+
+def _influx_credential(path: Path, source, settings: InfluxSettings | None) -> Credential | None:
+    if settings is None:
+        return None
+    try:
+        return resolve_credential(settings, path.parent)
+    except SettingError as exc:
+        raise ConfigError(path, source.line_of(exc.keypath), exc.keypath, exc.value, exc.allowed) from None
 
 
 def _lab(path: Path, source, section: LabSection):

@@ -6,7 +6,8 @@ Three stages, each a pure recipe (argv lists) applied here:
    /opt/longhaul/.venv. Slow (downloads), so it is cached under --cache keyed on everything it
    is made from; a fresh clone on the same machine reuses it.
 2. layer: a copy of the base with this checkout of longhaul at /opt/longhaul (installed editable,
-   helpers in build/), the first-boot service and the controller unit.
+   helpers in build/), Telegraf at /usr/local/bin/telegraf, the first-boot service and the
+   controller unit.
 3. disk: one MBR partition, ext4 made straight from the directory (mke2fs -d), extlinux.
 
     python -m longhaul.appliance.image.build --out build/image [--cache /var/cache/longhaul/image]
@@ -40,6 +41,7 @@ CHROOT_ENV = "PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8"
 QUIET_UNITS = ("influxdb.service", "nfs-server.service", "rpcbind.service", "rpcbind.socket", "dpdk.service")
 BOOT_MODULES = ("tcp_htcp", "tcp_scalable", "tcp_bbr", "sch_netem", "sch_fq")
 KERNEL_APPEND = f"root=LABEL={ROOT_LABEL} ro console=tty0 console=ttyS0,115200n8 net.ifnames=0"
+TELEGRAF = REPO / "build/bin/telegraf"
 
 
 def image_packages(path: Path = HERE / "packages.txt") -> list[str]:
@@ -155,6 +157,19 @@ def git_revision() -> str:
     return done.stdout.strip() or "unknown"
 
 
+def install_telegraf(tree: Path, binary: Path | None = None) -> None:
+    """Telegraf (built by `make helpers`: appliance/setup/build-telegraf.sh) at
+    /usr/local/bin/telegraf, where collectors/live/telegraf.py looks on SSH hosts; its one copy in
+    the image. source_hash() covers build/bin, so a new binary makes a new image."""
+    binary = binary or TELEGRAF
+    if not binary.is_file():
+        raise FileNotFoundError(f"{binary}: build it first (make helpers, or appliance/setup/build-telegraf.sh build/bin)")
+    target = tree / "usr/local/bin/telegraf"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(binary, target)
+    os.chmod(target, 0o755)
+
+
 def layer(base: Path, tree: Path) -> None:
     run(["cp", "-a", "--reflink=auto", f"{base}/.", str(tree)])
     dest = tree / "opt/longhaul"
@@ -167,7 +182,8 @@ def layer(base: Path, tree: Path) -> None:
             shutil.copy2(REPO / rel, target)
     for sub in ("build/bin", "build/lib"):
         if (REPO / sub).is_dir():
-            shutil.copytree(REPO / sub, dest / sub, dirs_exist_ok=True)
+            shutil.copytree(REPO / sub, dest / sub, dirs_exist_ok=True, ignore=shutil.ignore_patterns(TELEGRAF.name))
+    install_telegraf(tree)
     run(["chroot", str(tree), "env", "-i", *CHROOT_ENV.split(), "/opt/longhaul/.venv/bin/pip", "install", "--quiet", "--disable-pip-version-check",
          "--no-deps", "--no-build-isolation", "-e", "/opt/longhaul"])
     os.symlink("/opt/longhaul/.venv/bin/longhaul", tree / "usr/local/bin/longhaul")

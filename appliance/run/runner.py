@@ -20,7 +20,11 @@ from longhaul.appliance.run.jobs import Job, PlannedCell, plan, schedule
 from longhaul.appliance.run.preflight import check_ccas, check_tools, needs_of
 from longhaul.appliance.run.trial import Chooser, run_trial
 from longhaul.appliance.run.verify import verify
+from longhaul.collectors.live.telegraf import TelegrafFleet
 from longhaul.collectors.store.format import LAB_DIR, RUN_LOG
+from longhaul.collectors.store.influx.mirror import InfluxMirror, preflight
+from longhaul.collectors.store.influx.points import run_tags
+from longhaul.collectors.store.influx.spool import spool_dir
 from longhaul.collectors.store.provenance import new_run_id, run_manifest, tool_versions
 from longhaul.collectors.store.records import CellEntry, DeclaredCell, FlowDecl, Topology, Verification
 from longhaul.collectors.store.writer import FileRunWriter
@@ -65,6 +69,9 @@ class Runner:
         run_dir = self.store.dir if self.store is not None else self.out_root / run_id
         ctx = RunContext(tag=run_id[-6:], run_dir=run_dir, lab_dir=run_dir / LAB_DIR, procs=self.procs,
                          say=self.progress.message)
+        influx = config.data.store.influx
+        if influx is not None:             # a wrong URL or credential stops the run before any lab
+            preflight(influx, config.influx_credential).close()
         self.out_root.mkdir(parents=True, exist_ok=True)
         with signals_raise(), config.backend.session(config.lab, needs, ctx) as session:
             if session.runs_tools_here:
@@ -78,6 +85,7 @@ class Runner:
         resuming = self.store is not None
         store = self.store if resuming else self._new_store(session, cells, run_id)
         if resuming:
+            self._attach_influx(store)
             store.resumed()
         order = store.manifest["order"]
         jobs = schedule(cells, order["mode"], order["seed"], store.done_trials())
@@ -110,12 +118,18 @@ class Runner:
         run_cfg = self.config.data.run
         seed = run_cfg.seed if run_cfg.seed is not None else secrets.randbelow(2**31)
         store = self.store = FileRunWriter.create(self.out_root, run_id)
+        self._attach_influx(store)
         store.write_manifest(_manifest(self.config, session, [c.spec for c in cells], run_id,
                                        {"mode": run_cfg.order, "seed": seed}))
         store.snapshot_sources(self.config.path.read_text(), {p.name: p.source_text for p in self.config.profiles})
         for planned in cells:   # every cell listed in plan order from the start, whatever the run order
             store.begin_cell(cell_entry(planned.spec, status="pending"))
         return store
+
+    def _attach_influx(self, store: FileRunWriter) -> None:
+        if self.config.data.store.influx is not None:
+            store.mirrors.append(InfluxMirror(self.config.data.store.influx, self.config.influx_credential, store.dir,
+                                              say=self.progress.message))
 
     def _mark_running(self, store: FileRunWriter, status: str, error: str | None = None) -> None:
         for entry in store.cells:
@@ -190,7 +204,19 @@ class Runner:
                               f"{topo.rtt_ms:g} ms, queue {topo.queue_bytes} B, delay by {self._session.features.delay}")
         self._lab, self._lab_key = lab, lab_key(spec)
         lab.build()
+        self._start_telegraf(lab, store, workdir)
         return lab
+
+    def _start_telegraf(self, lab, store: FileRunWriter, workdir: Path) -> None:
+        """Telegraf on every host of the lab, for as long as the lab stands (docs/telemetry.md)."""
+        influx = self.config.data.store.influx
+        if influx is None or not influx.telegraf:
+            return
+        tags = {k: v for k, v in run_tags(store.manifest).items() if k != "run"}
+        fleet = TelegrafFleet(lab, store.run_id, spool_dir(store.dir), tags, influx.telegraf_interval_s, work_dir=workdir)
+        self._lab_cleanup.push("stop telegraf", fleet.stop)
+        for host, problem in fleet.start().items():
+            self.progress.message(f"telegraf on {host}: {problem}; the run goes on without that host's telemetry")
 
     def _teardown_lab(self) -> None:
         if self._lab_cleanup is not None:

@@ -1,4 +1,8 @@
-"""tcp_info of established IPv4 TCP sockets from the kernel's sock_diag netlink interface.
+"""tcp_info of established TCP sockets from the kernel's sock_diag netlink interface.
+
+IPv4 sockets by default. A server listening on `::` (iperf3 does) accepts IPv4 clients on IPv6
+sockets with v4-mapped addresses; `established((AF_INET, AF_INET6))` reads those too, and shows a
+v4-mapped address as the IPv4 address it is.
 
 pyroute2 reads the same messages, but decoding every attribute of every socket in Python cost
 ~3 ms per query per host; this reads only the fields longhaul records, straight from the kernel's
@@ -30,16 +34,25 @@ _TCPI = (("mss", 16, "I"), ("unacked", 24, "I"), ("sacked", 28, "I"), ("lost", 3
          ("bytes_received", 128, "Q"), ("delivery_rate_Bps", 160, "Q"))
 
 
-def request(seq: int = 1) -> bytes:
+def request(seq: int = 1, family: int = socket.AF_INET) -> bytes:
     ext = (1 << (INET_DIAG_INFO - 1)) | (1 << (INET_DIAG_CONG - 1))
-    body = _REQ.pack(socket.AF_INET, socket.IPPROTO_TCP, ext, 1 << TCP_ESTABLISHED)
+    body = _REQ.pack(family, socket.IPPROTO_TCP, ext, 1 << TCP_ESTABLISHED)
     return _NLMSG.pack(_NLMSG.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
+
+
+_V4_MAPPED = bytes(10) + b"\xff\xff"
+
+
+def address(family: int, raw: bytes) -> str:
+    if family == socket.AF_INET6:
+        return socket.inet_ntoa(raw[12:16]) if raw.startswith(_V4_MAPPED) else socket.inet_ntop(family, raw)
+    return socket.inet_ntoa(raw[:4])
 
 
 def parse_message(payload: bytes) -> dict:
     """One inet_diag_msg with its attributes -> the fields longhaul records."""
-    (_family, _state, _timer, _retrans, sport, dport, src, dst, *_rest) = _MSG.unpack_from(payload)
-    out = {"src": socket.inet_ntoa(src[:4]), "sport": socket.ntohs(sport), "dst": socket.inet_ntoa(dst[:4]),
+    (family, _state, _timer, _retrans, sport, dport, src, dst, *_rest) = _MSG.unpack_from(payload)
+    out = {"src": address(family, src), "sport": socket.ntohs(sport), "dst": address(family, dst),
            "dport": socket.ntohs(dport), "cca": None}
     out.update({name: None for name, _, _ in _TCPI})
     offset = _MSG.size
@@ -84,16 +97,18 @@ class SockDiag:
         self.seq = 0
         self._buffer = bytearray(1 << 16)
 
-    def established(self) -> list[dict]:
-        self.seq += 1
-        self.sock.send(request(self.seq))
+    def established(self, families: tuple[int, ...] = (socket.AF_INET,)) -> list[dict]:
         out = []
-        while True:
-            size = self.sock.recv_into(self._buffer)
-            sockets, done = parse_dump(bytes(self._buffer[:size]))
-            out += sockets
-            if done:
-                return out
+        for family in families:
+            self.seq += 1
+            self.sock.send(request(self.seq, family))
+            while True:
+                size = self.sock.recv_into(self._buffer)
+                sockets, done = parse_dump(bytes(self._buffer[:size]))
+                out += sockets
+                if done:
+                    break
+        return out
 
     def close(self) -> None:
         self.sock.close()

@@ -1,0 +1,146 @@
+"""Ships the spool (spool.py) to InfluxDB: batches from each file's recorded offset, the offset
+moved only when the server took the batch.
+
+When the server is down, slow or answers 5xx, the shipper waits (1, 2, 4 … 30 s) and sends the
+same batch again; the run never waits for it. A batch that reaches the server twice (a timeout
+whose request was applied after all) is harmless: the same series and timestamp overwrite. A batch
+the server rejects (400) is split in halves until the bad lines are found; they go to rejected.lp
+with the server's reason and the rest is shipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from longhaul.collectors.store.influx.spool import REJECTED, ShipState, read_batch, spool_files
+from longhaul.collectors.store.influx.targets import Rejected, Target, TargetDown
+
+log = logging.getLogger(__name__)
+
+BACKOFF_S = (1, 2, 4, 8, 15, 30)
+
+
+@dataclass
+class ShipReport:
+    shipped_lines: int = 0
+    rejected_lines: int = 0
+    unshipped_bytes: int = 0
+    last_error: str | None = None
+    outages: int = 0
+
+
+class Shipper:
+    def __init__(self, target: Target, directory: Path, batch_lines: int = 5000,
+                 say: Callable[[str], None] | None = None):
+        self.target = target
+        self.dir = Path(directory)
+        self.batch_lines = batch_lines
+        self.say = say or log.warning
+        self.state = ShipState(self.dir)
+        self.state.target = target.destination
+        self.report = ShipReport()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._down_since: float | None = None
+
+    # --- one pass, for `longhaul export` and the thread ---
+
+    def ship_available(self) -> bool:
+        """Ship what the files hold now; True when nothing is left. Raises TargetDown."""
+        for path in spool_files(self.dir):
+            while True:
+                offset = self.state.offset(path)
+                lines, end = read_batch(path, offset, self.batch_lines)
+                if end == offset:
+                    break
+                self._ship(lines)
+                self.state.files[path.name] = end
+                self.state.save()
+                self.report.shipped_lines += len(lines)
+        return self.state.unshipped_bytes(self.dir) == 0
+
+    def _ship(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        try:
+            self.target.write(lines)
+        except Rejected as exc:
+            if len(lines) == 1:
+                self._set_aside(lines[0], str(exc))
+                return
+            half = len(lines) // 2
+            self._ship(lines[:half])
+            self._ship(lines[half:])
+
+    def _set_aside(self, line: str, reason: str) -> None:
+        with (self.dir / REJECTED).open("a", encoding="utf-8") as fh:
+            fh.write(f"# {reason}\n{line}\n")
+        self.report.rejected_lines += 1
+        self.state.rejected += 1
+        self.say(f"InfluxDB {self.target.destination} rejected a point ({reason}); it is kept in "
+                 f"{self.dir / REJECTED} and in the run's files")
+
+    # --- the background thread, for a run ---
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="influx-shipper", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        attempt = 0
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                done = self.ship_available()
+            except TargetDown as exc:
+                self._outage(str(exc))
+                self._wake.wait(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
+                attempt += 1
+                continue
+            except Exception as exc:        # an unexpected failure must not end shipping silently
+                log.exception("InfluxDB shipper")
+                self._outage(f"{type(exc).__name__}: {exc}")
+                self._wake.wait(BACKOFF_S[-1])
+                continue
+            if self._down_since is not None:
+                self.say(f"InfluxDB {self.target.destination} is back after "
+                         f"{time.monotonic() - self._down_since:.0f} s; the spool is being replayed")
+                self._down_since = None
+            attempt = 0
+            self._wake.wait(1.0 if done else 0.0)
+
+    def _outage(self, reason: str) -> None:
+        self.report.last_error = reason
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            self.report.outages += 1
+            self.say(f"InfluxDB {self.target.destination}: {reason}; the run goes on and its points wait "
+                     f"in {self.dir} until the server answers")
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait (polling) until everything written so far is shipped, at most timeout_s; True if it was."""
+        deadline = time.monotonic() + timeout_s
+        while self.state.unshipped_bytes(self.dir) > 0:
+            if time.monotonic() >= deadline:
+                return False
+            self.wake()
+            self._stop.wait(0.1)
+        return True
+
+    def stop(self, join_s: float) -> ShipReport:
+        """Stop the thread; a batch in flight gets join_s (the request's timeout) to finish."""
+        self._stop.set()
+        self.wake()
+        if self._thread is not None:
+            self._thread.join(timeout=join_s)
+        self.report.unshipped_bytes = self.state.unshipped_bytes(self.dir)
+        return self.report
