@@ -44,6 +44,11 @@ build/lib/liblonghaul_ccashim.so: drivers/ccashim/ccashim.c drivers/ccashim/Make
 $(BIN)/telegraf: appliance/setup/build-telegraf.sh
 	bash appliance/setup/build-telegraf.sh $(BIN)
 
+# InfluxDB 2.x for the tests of the 2.x path (Debian has 1.x only); cached in /var/cache/longhaul,
+# kept out of build/bin, which the appliance image copies
+build/test-bin/influxd2: tests/servers/build-influxd2.sh
+	sh tests/servers/build-influxd2.sh build/test-bin
+
 # the appliance image (appliance/image/): base cached in /var/cache/longhaul/image, rebuilt
 # only when this checkout changed
 image: setup
@@ -59,7 +64,7 @@ vm-run: image
 check: setup
 	$(VENV)/bin/longhaul check --config $(CONFIG)
 
-test: setup lint image
+test: setup lint image build/test-bin/influxd2
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 # The layer contracts (pyproject's [tool.importlinter]) and ruff; a violation fails `make test`.

@@ -17,6 +17,7 @@ from typing import Sequence
 import jinja2
 from jinja2.environment import TemplateModule
 
+from longhaul.collectors.store.influx.spool import shipping_summary
 from longhaul.collectors.store.reader import StoredRun, TrialSeries, load_store
 from longhaul.reports import plots
 from longhaul.reports.fmt import DASH, fmt, fmt_mbps, fmt_std, mean_std, num, spread
@@ -183,6 +184,7 @@ def _header(store: StoredRun) -> dict:
         "profiles": [(n, (p or {}).get("description") or "") for n, p in (m.get("profiles") or {}).items()],
         "lab_kernels": _lab_kernels(features.get("kernels") or {}),
         "vm_lab": _vm_lab(features.get("vm_lab")),
+        "influx": shipping_summary(store.run_dir),
     }
 
 

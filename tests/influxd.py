@@ -132,3 +132,75 @@ def influx_server(directory: Path, database: str | None = "longhaul"):
         yield server
     finally:
         server.stop()
+
+
+INFLUXD2 = Path(__file__).resolve().parents[1] / "build" / "test-bin" / "influxd2"
+ORG, BUCKET, TOKEN = "longhaul", "longhaul", "longhaul-test-token"
+
+
+class Influx2Server:
+    """InfluxDB OSS 2.7 (tests/servers/build-influxd2.sh) on a free loopback port, set up with one
+    org, bucket and operator token."""
+
+    def __init__(self, directory: Path):
+        self.dir = Path(directory)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Influx2Server:
+        log = (self.dir / "influxd2.log").open("ab")
+        self.proc = subprocess.Popen(
+            [str(INFLUXD2), "--bolt-path", str(self.dir / "influxd.bolt"), "--engine-path", str(self.dir / "engine"),
+             "--sqlite-path", str(self.dir / "influxd.sqlite"), "--http-bind-address", f"127.0.0.1:{self.port}",
+             "--reporting-disabled", "--log-level", "warn"], stdout=log, stderr=log, start_new_session=True,
+            # influxd 2 reads a config.toml in its working directory or INFLUXD_CONFIG_PATH: not ours
+            cwd=self.dir, env={**os.environ, "INFLUXD_CONFIG_PATH": str(self._empty_config())})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"influxd2 exited: {(self.dir / 'influxd2.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=0.5) as resp:
+                    if resp.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("influxd2 did not answer /health within 60 s")
+        body = json.dumps({"username": "longhaul", "password": "longhaul-pass", "org": ORG, "bucket": BUCKET,
+                           "token": TOKEN}).encode()
+        req = urllib.request.Request(f"{self.url}/api/v2/setup", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert resp.status == 201
+        return self
+
+    def _empty_config(self) -> Path:
+        path = self.dir / "influxd2-config.toml"
+        path.write_text("")
+        return path
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@contextmanager
+def influx2_server(directory: Path):
+    if not INFLUXD2.is_file():
+        pytest.skip(f"no {INFLUXD2} (make test builds it: tests/servers/build-influxd2.sh)")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    server = Influx2Server(directory).start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -5,8 +5,10 @@ rejected points and a server that never answers."""
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -78,9 +80,10 @@ def test_documents_survive_newlines_quotes_and_parts():
     assert len(lines) == 3 and all("\n" not in line for line in lines)
     parsed = []
     for k, line in enumerate(lines):
+        assert f"part={k}i" in line and line.endswith(f" {1000 + k}")
         field = line.split("text=", 1)[1].rsplit(" ", 1)[0]
         value = field[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-        parsed.append((1000 + k, value, 3))
+        parsed.append((k, value, 3))
     assert points.doc_text(parsed) == text
 
 
@@ -259,3 +262,34 @@ def test_a_server_that_never_answers_costs_the_run_nothing(server, run_dir, tmp_
     assert expected == spooled_counts(run_dir)
     assert {m: sum(1 for _ in target.rows(m, {"run": RUN_ID})) for m in expected} == dict(expected)
 
+
+
+@needs_influxd
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs as a full disk needs root")
+def test_a_full_spool_disk_is_named_and_export_ships_everything_later(server, run_dir, tmp_path):
+    """The spool's directory on a 64 KiB tmpfs: the worker says the disk is full, the run's calls
+    still return at once, and the spool is marked incomplete, so export rebuilds it from the files."""
+    fresh = tmp_path / "fresh" / RUN_ID
+    shutil.copytree(run_dir, fresh)
+    influx_dir = spool_dir(fresh)
+    influx_dir.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "lh-test-spool", str(influx_dir)], check=True)
+    try:
+        messages: list[str] = []
+        mirror = InfluxMirror(settings_for(server.url, drain_s=5), NO_CREDENTIAL, fresh, say=messages.append)
+        stored = load_store(fresh)
+        mirror.write_manifest(stored.manifest)
+        for entry in stored.entries:
+            for trial in entry.trials:
+                mirror.record_trial(entry, trial)
+        mirror.finish("complete")
+        assert any("its disk is full" in m and "`longhaul export" in m for m in messages), messages
+        assert not ShipState(influx_dir).complete
+    finally:
+        subprocess.run(["umount", str(influx_dir)], check=True)
+    done = export_run(fresh, preflight(settings_for(server.url), NO_CREDENTIAL))
+    assert done.rebuilt
+    expected = spooled_counts(fresh)
+    target = preflight(settings_for(server.url), NO_CREDENTIAL)
+    assert {m: sum(1 for _ in target.rows(m, {"run": RUN_ID})) for m in expected} == dict(expected)
+    target.close()

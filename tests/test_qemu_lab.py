@@ -1,8 +1,9 @@
 """The appliance image, booted: `longhaul run` with `[lab] backend = "qemu"` boots S1, R1, R2 and D1
 from build/image (`make test` builds it first), configures them from their seeds, then runs the
 vm-smoke profile over SSH exactly as on hardware: preflight, tuning and netem shaping on the
-router VMs, verification, iperf3 with CUBIC, H-TCP and Scalable TCP, the store and the report.
-Afterwards nothing of the fleet is left: no namespace, no qemu, no overlay."""
+router VMs, verification, iperf3 with CUBIC, H-TCP and Scalable TCP, the store and the report,
+with `[store] influx` (a real influxd on loopback) and Telegraf on every VM. Afterwards nothing of
+the fleet is left: no namespace, no qemu, no overlay."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from influxd import INFLUXD, influx_server
 from lab_support import PATIENT_VERIFY, write_lab_config
+
+from longhaul.collectors.store.influx.backfill import spooled_counts
+from longhaul.collectors.store.influx.settings import Credential, InfluxSettings
+from longhaul.collectors.store.influx.spool import ShipState, spool_dir
+from longhaul.collectors.store.influx.targets import V1Target
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,11 +46,16 @@ def vm_run(tmp_path_factory):
     # 2.3 ms min, 5.3 ms mean unshaped S1 -> D1), so the RTT check allows 8 ms (config-vm.toml too)
     config = write_lab_config(tmp, profile, "vm-smoke", verify=PATIENT_VERIFY + "\nrtt_tolerance_ms = 8")
     config.write_text(config.read_text() + f'\n[lab]\nbackend = "qemu"\n[lab.qemu]\nimage = "{IMAGE}"\n')
-    before = set(_namespaces())
-    done = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", "run", "--config", str(config)],
-                          capture_output=True, text=True, timeout=1800, cwd=tmp)
-    print(done.stderr[-6000:], file=sys.stderr)
-    return done, tmp, before
+    if INFLUXD is None:
+        pytest.fail("influxd not installed (make setup installs it)")
+    with influx_server(tmp_path_factory.mktemp("influxd")) as server:
+        config.write_text(config.read_text().replace(
+            '[store]\ndir = "runs"\n', f'[store]\ndir = "runs"\ninflux = {{ url = "{server.url}", database = "longhaul" }}\n'))
+        before = set(_namespaces())
+        done = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", "run", "--config", str(config)],
+                              capture_output=True, text=True, timeout=1800, cwd=tmp, env={**os.environ, "COLUMNS": "300"})
+        print(done.stderr[-6000:], file=sys.stderr)
+        yield done, tmp, before, server
 
 
 def _namespaces() -> list[str]:
@@ -52,7 +64,7 @@ def _namespaces() -> list[str]:
 
 
 def test_profile_runs_on_vms_booted_from_the_image(vm_run):
-    done, tmp, _ = vm_run
+    done, tmp, _, _ = vm_run
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -80,8 +92,26 @@ def test_profile_runs_on_vms_booted_from_the_image(vm_run):
     assert "qemu" in html and vm_lab["kernel"] in html
 
 
+def test_every_vm_s_telegraf_and_every_point_reach_influxdb(vm_run):
+    done, _, _, server = vm_run
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    state = ShipState(spool_dir(run_dir))
+    assert state.complete and state.unshipped_bytes(spool_dir(run_dir)) == 0 and state.rejected == 0
+    spooled = spooled_counts(run_dir)
+    target = V1Target(InfluxSettings(url=server.url, database="longhaul"), Credential(None, "-"))
+    try:
+        assert {m: sum(1 for _ in target.rows(m, {"run": run_dir.name})) for m in spooled} == dict(spooled)
+        for measurement in ("cpu", "net", "nstat"):      # Telegraf on each VM, its file fetched at teardown
+            hosts = {row["host"] for row in target.rows(measurement, {"run": run_dir.name})}
+            assert hosts == {"S1", "R1", "R2", "D1"}, (measurement, hosts, done.stdout[-3000:])
+        assert {row["backend"] for row in target.rows("cpu", {"run": run_dir.name})} == {"qemu"}
+    finally:
+        target.close()
+
+
 def test_the_fleet_leaves_nothing_behind(vm_run):
-    done, tmp, before = vm_run
+    done, tmp, before, _ = vm_run
     assert set(_namespaces()) <= before
     assert not list(tmp.glob("runs/.qemu-*"))
     ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
@@ -91,7 +121,7 @@ def test_the_fleet_leaves_nothing_behind(vm_run):
 def test_a_fleet_that_does_not_come_up_is_torn_down_with_its_consoles_kept(vm_run, tmp_path):
     """A boot timeout (here 5 s: no VM is up by then) fails the run with exit 1, names the VMs,
     keeps their serial consoles for the engineer and leaves no namespace, qemu or overlay."""
-    done, _, before = vm_run                     # after the full run, so the two never overlap
+    done, _, before, _ = vm_run                  # after the full run, so the two never overlap
     profile = (REPO / "profiles" / "vm-smoke.toml").read_text()
     config = write_lab_config(tmp_path, profile, "vm-smoke")
     config.write_text(config.read_text() + f'\n[lab]\nbackend = "qemu"\n[lab.qemu]\nimage = "{IMAGE}"\n'
@@ -133,7 +163,7 @@ seconds = 3
 def test_ops_record_runs_on_the_vm_lab(vm_run, tmp_path):
     """`ops record` goes through the runner like any profile, so it runs on the qemu backend too:
     two classes on a fleet of its own (two pairs), after the smoke run so the two never overlap."""
-    _, _, before = vm_run
+    _, _, before, _ = vm_run
     lab = tmp_path / "lab.toml"
     lab.write_text(OPS_LAB)
     config = write_lab_config(tmp_path, (REPO / "profiles" / "vm-smoke.toml").read_text(), "vm-smoke",

@@ -25,6 +25,7 @@ from longhaul.appliance.run.jobs import plan
 from longhaul.appliance.run.preflight import check_ccas, check_tools, needs_of
 from longhaul.appliance.run.runner import Runner
 from longhaul.collectors.store import format as fmt
+from longhaul.collectors.store.influx.mirror import preflight
 from longhaul.collectors.store.records import CellEntry, FlowStats
 from longhaul.collectors.store.writer import FileRunWriter
 from longhaul.core.errors import ConfigError, PreflightError, RunError
@@ -150,6 +151,11 @@ def cmd_check(args) -> int:
         return 1
     check_ccas(config, readiness.congestion_controls)
     check_tools(config, here=readiness.runs_tools_here)
+    influx = config.data.store.influx
+    if influx is not None:       # the run's own preflight: reachable, credential, database or bucket
+        preflight(influx, config.influx_credential).close()
+        console.print(f"InfluxDB: {influx.destination} answers and takes the credential from "
+                      f"{config.influx_credential.source if config.influx_credential.secret else 'nowhere (none needed)'}")
     console.print("ready")
     return 0
 

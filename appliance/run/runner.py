@@ -212,7 +212,8 @@ class Runner:
         influx = self.config.data.store.influx
         if influx is None or not influx.telegraf:
             return
-        tags = {k: v for k, v in run_tags(store.manifest).items() if k != "run"}
+        # not the controller's kernel: on ssh and qemu labs the hosts run their own
+        tags = {k: v for k, v in run_tags(store.manifest).items() if k not in ("run", "kernel")}
         fleet = TelegrafFleet(lab, store.run_id, spool_dir(store.dir), tags, influx.telegraf_interval_s, work_dir=workdir)
         self._lab_cleanup.push("stop telegraf", fleet.stop)
         for host, problem in fleet.start().items():

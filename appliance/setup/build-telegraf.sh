@@ -16,8 +16,8 @@ set -euo pipefail
 out=${1:?usage: build-telegraf.sh OUT_DIR}
 
 VERSION=v1.37.2
-# The module's hash as the Go checksum database records it (go.sum's h1: form): the database
-# itself cannot be reached from the lab, so the script checks the download against this.
+# The module's hash (go.sum's h1: form), pinned when this version was first downloaded here: the
+# Go checksum database cannot be reached from the lab, so the script checks every download against it.
 MODULE_SUM="h1:mYr0I/suEw9+UM4KrCFuYuzJuq/e99cINniIwqO6ykw="
 # Keep in step with collectors/live/telegraf.py (the plugins its config uses) and with the
 # plugin names in Telegraf's plugins/{inputs,outputs,parsers,serializers}/all/*.go.

@@ -105,7 +105,10 @@ class InfluxMirror:
         except OSError:
             pass
         try:
-            self.proc.wait(timeout=drain_s + self.settings.timeout_s + 10)
+            code = self.proc.wait(timeout=drain_s + self.settings.timeout_s + 10)
+            if code != 0:
+                self.say(f"the InfluxDB worker (pid {self.proc.pid}) exited {code}; `longhaul export "
+                         f"{self.run_dir}` ships what is left")
         except subprocess.TimeoutExpired:
             self.say(f"the InfluxDB worker (pid {self.proc.pid}) did not end; stopping it; `longhaul export "
                      f"{self.run_dir}` ships what is left")

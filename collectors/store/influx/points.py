@@ -7,6 +7,8 @@ Timestamps are deterministic: a trial's rows at the trial's start (trial.json `s
 row's `t_s`, to the microsecond; per-run and per-cell points at the run's start (manifest
 `started`), told apart by their tags. Every field has one type, fixed here per column, so a field
 type conflict cannot come from longhaul. Lines never hold a raw newline (the spool is read by line).
+A point written again replaces the fields it carries and keeps the others, so a field that can
+be cleared (an error resumed away) is written as "" rather than left out.
 """
 
 from __future__ import annotations
@@ -117,16 +119,17 @@ def _typed(kind: type, text):
 
 def doc_lines(tags: dict[str, str], path: str, text: str, base_ns: int) -> list[str]:
     """A file of the run directory (path relative to it) in parts: part k at base_ns + k, each a
-    JSON string (so no raw newline reaches the line protocol), `parts` on every part."""
+    JSON string (so no raw newline reaches the line protocol), with its number `part` and the
+    number of `parts` (a client that reads times to the microsecond cannot order them by time)."""
     chunks = [text[i:i + DOC_PART_CHARS] for i in range(0, len(text), DOC_PART_CHARS)] or [""]
     doc_tags = {**tags, "doc": path}
-    return [point(DOC, doc_tags, {"text": json.dumps(chunk), "parts": len(chunks)}, base_ns + k)
+    return [point(DOC, doc_tags, {"text": json.dumps(chunk), "part": k, "parts": len(chunks)}, base_ns + k)
             for k, chunk in enumerate(chunks)]
 
 
 def doc_text(parts: Iterable[tuple[int, str, int]]) -> str:
-    """The file back from its points (ns offset, text field, parts field), as doc_lines wrote it.
-    A document rewritten shorter leaves old parts beyond `parts`: the first part says how many count."""
+    """The file back from its points (part, text field, parts field), as doc_lines wrote it. A
+    document rewritten shorter leaves old parts beyond `parts`: part 0 says how many count."""
     ordered = sorted(parts)
     if not ordered:
         return ""
@@ -175,7 +178,7 @@ def trial_lines(manifest: dict, entry: CellEntry, trial: TrialSummary, trial_dir
     tags = {**run_tags(manifest), **cell_tags(entry), "trial": str(trial.trial)}
     rtt, coll = trial.rtt, trial.collector
     yield point(TRIAL, tags, {
-        "status": trial.status, "error": trial.error, "duration_s": trial.duration_s, "jain": trial.jain,
+        "status": trial.status, "error": trial.error or "", "duration_s": trial.duration_s, "jain": trial.jain,
         "host_cpu_steal_pct": trial.host_cpu_steal_pct,
         **({f"rtt_{k}": getattr(rtt, k) for k in ("idle_ms", "median_ms", "p95_ms", "max_ms", "inflation_median_ms",
                                                   "inflation_p95_ms", "inflation_max_ms")} if rtt else {}),
@@ -218,7 +221,7 @@ def verification_lines(manifest: dict, entry: CellEntry, verification: Verificat
     base = iso_ns(manifest.get("started")) or 0
     tags = {**run_tags(manifest), **cell_tags(entry)}
     v = verification
-    fields = {"ok": v.ok, "problems": "; ".join(v.problems) or None, "attempt": v.attempt,
+    fields = {"ok": v.ok, "problems": "; ".join(v.problems), "attempt": v.attempt,
               "host_cpu_steal_pct": _float(v.host_cpu_steal_pct),
               "rtt_configured_ms": _float(v.rtt_ms.configured) if v.rtt_ms else None,
               "rtt_measured_ms": _float(v.rtt_ms.measured) if v.rtt_ms else None,
@@ -236,7 +239,7 @@ def cell_lines(manifest: dict, entry: CellEntry) -> list[str]:
     tags = {**run_tags(manifest), **cell_tags(entry)}
     stats = entry.stats
     jain = stats.jain if stats else None
-    lines = [point(CELL, tags, {"status": entry.status, "error": entry.error, "trials_ok": len(entry.ok_trials),
+    lines = [point(CELL, tags, {"status": entry.status, "error": entry.error or "", "trials_ok": len(entry.ok_trials),
                                 "jain_mean": _float(jain.mean) if jain else None,
                                 "jain_std": _float(jain.std) if jain else None, "jain_n": jain.n if jain else None,
                                 "rtt_ms": _float(entry.topology.rtt_ms),

@@ -31,7 +31,7 @@ def rebuild_run(target: Target, run_id: str, out: Path) -> Path:
     """Write run `run_id` from the database into out/run_id; the directory."""
     docs: dict[str, list[tuple[int, str, int]]] = defaultdict(list)
     for row in target.rows(points.DOC, {"run": run_id}):
-        docs[row["doc"]].append((row["time"], row["text"], row["parts"]))
+        docs[row["doc"]].append((int(row["part"]), row["text"], row["parts"]))
     if fmt.MANIFEST not in docs:
         raise NotInDatabase(f"{target.destination} has no run {run_id!r} (no {points.DOC} manifest point)")
     run_dir = Path(out) / run_id

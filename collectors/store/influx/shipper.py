@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from longhaul.collectors.store.influx.spool import REJECTED, ShipState, read_batch, spool_files
+from longhaul.collectors.store.influx.spool import REJECTED, ShipState, SpoolError, read_batch, spool_files
 from longhaul.collectors.store.influx.targets import Rejected, Target, TargetDown
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ class Shipper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._down_since: float | None = None
+        self._state_unsaved = False
 
     # --- one pass, for `longhaul export` and the thread ---
 
@@ -61,9 +62,21 @@ class Shipper:
                     break
                 self._ship(lines)
                 self.state.files[path.name] = end
-                self.state.save()
+                self.save_state()
                 self.report.shipped_lines += len(lines)
         return self.state.unshipped_bytes(self.dir) == 0
+
+    def save_state(self) -> None:
+        """shipped.json; when its disk is full, said once, and shipping goes on from the offsets
+        held here (an offset left behind on disk only means points sent again, which overwrite)."""
+        try:
+            self.state.save()
+        except SpoolError as exc:
+            if not self._state_unsaved:
+                self.say(f"{exc}; shipping goes on")
+            self._state_unsaved = True
+        else:
+            self._state_unsaved = False
 
     def _ship(self, lines: list[str]) -> None:
         if not lines:
@@ -79,12 +92,15 @@ class Shipper:
             self._ship(lines[half:])
 
     def _set_aside(self, line: str, reason: str) -> None:
-        with (self.dir / REJECTED).open("a", encoding="utf-8") as fh:
-            fh.write(f"# {reason}\n{line}\n")
+        kept = f"{self.dir / REJECTED} and in the run's files"
+        try:
+            with (self.dir / REJECTED).open("a", encoding="utf-8") as fh:
+                fh.write(f"# {reason}\n{line}\n")
+        except OSError as exc:
+            kept = f"the run's files ({REJECTED} cannot be written: {exc.strerror})"
         self.report.rejected_lines += 1
         self.state.rejected += 1
-        self.say(f"InfluxDB {self.target.destination} rejected a point ({reason}); it is kept in "
-                 f"{self.dir / REJECTED} and in the run's files")
+        self.say(f"InfluxDB {self.target.destination} rejected a point ({reason}); it is kept in {kept}")
 
     # --- the background thread, for a run ---
 

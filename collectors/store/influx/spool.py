@@ -117,12 +117,34 @@ class ShipState:
         return self.files.get(Path(path).name, 0)
 
     def save(self) -> None:
+        """Written atomically. When it cannot be (the disk is full) the file keeps its last state:
+        offsets that are behind only make the shipper send points again, which overwrite."""
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"files": dict(self.files), "complete": self.complete,
-                                       "rejected": self.rejected, "target": self.target}, indent=1))
-            os.replace(tmp, self.path)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                tmp.write_text(json.dumps({"files": dict(self.files), "complete": self.complete,
+                                           "rejected": self.rejected, "target": self.target}, indent=1))
+                os.replace(tmp, self.path)
+            except OSError as exc:
+                tmp.unlink(missing_ok=True)
+                raise SpoolError(exc.errno, f"cannot write {self.path}: {exc.strerror}") from exc
 
     def unshipped_bytes(self, directory: Path) -> int:
         return sum(max(0, p.stat().st_size - self.offset(p)) for p in spool_files(directory))
+
+
+def shipping_summary(run_dir: Path) -> str | None:
+    """One line on the run's InfluxDB shipping, for the report; None for a run without a spool."""
+    directory = spool_dir(run_dir)
+    if not (directory / STATE).is_file():
+        return None
+    state = ShipState(directory)
+    waiting = state.unshipped_bytes(directory)
+    parts = [f"to {state.target}" if state.target else "to InfluxDB"]
+    parts.append("every point shipped" if waiting == 0 else f"{waiting} bytes wait in {SPOOL_DIR}/ (longhaul export)")
+    if state.rejected:
+        parts.append(f"{state.rejected} point(s) rejected ({SPOOL_DIR}/{REJECTED})")
+    if not state.complete:
+        parts.append("the spool is incomplete (longhaul export rebuilds it from the files)")
+    return "; ".join(parts)

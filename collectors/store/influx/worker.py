@@ -59,9 +59,8 @@ class SpoolWorker:
         self.finished = False
         self._events: queue.Queue = queue.Queue()
         self._spooler = threading.Thread(target=self._spool_loop, name="influx-spooler", daemon=True)
-        state = self.shipper.state
-        state.complete = False               # until "finish" has spooled every event
-        state.save()
+        self.shipper.state.complete = False  # until "finish" has spooled every event
+        self.shipper.save_state()
         self._spooler.start()
         self.shipper.start()
 
@@ -75,7 +74,7 @@ class SpoolWorker:
         self._spooler.join()
         if self.failed is None and self.finished:
             self.shipper.state.complete = True
-            self.shipper.state.save()
+            self.shipper.save_state()
         shipped_all = self.shipper.drain(drain_s)
         report = self.shipper.stop(join_s=self.settings.timeout_s + 5)
         self.target.close()
