@@ -79,28 +79,36 @@ class Shipper:
             self._state_unsaved = False
 
     def _ship(self, lines: list[str]) -> None:
+        """Send a batch; the lines the server refuses are set aside, said once a batch."""
+        refused: list[tuple[str, str]] = []
+        self._send(lines, refused)
+        if refused:
+            self._set_aside(refused)
+
+    def _send(self, lines: list[str], refused: list[tuple[str, str]]) -> None:
         if not lines:
             return
         try:
             self.target.write(lines)
         except Rejected as exc:
             if len(lines) == 1:
-                self._set_aside(lines[0], str(exc))
+                refused.append((lines[0], str(exc)))
                 return
             half = len(lines) // 2
-            self._ship(lines[:half])
-            self._ship(lines[half:])
+            self._send(lines[:half], refused)
+            self._send(lines[half:], refused)
 
-    def _set_aside(self, line: str, reason: str) -> None:
+    def _set_aside(self, refused: list[tuple[str, str]]) -> None:
         kept = f"{self.dir / REJECTED} and in the run's files"
         try:
             with (self.dir / REJECTED).open("a", encoding="utf-8") as fh:
-                fh.write(f"# {reason}\n{line}\n")
+                fh.writelines(f"# {reason}\n{line}\n" for line, reason in refused)
         except OSError as exc:
             kept = f"the run's files ({REJECTED} cannot be written: {exc.strerror})"
-        self.report.rejected_lines += 1
-        self.state.rejected += 1
-        self.say(f"InfluxDB {self.target.destination} rejected a point ({reason}); it is kept in {kept}")
+        self.report.rejected_lines += len(refused)
+        self.state.rejected += len(refused)
+        self.say(f"InfluxDB {self.target.destination} rejected {len(refused)} point(s) ({refused[0][1]}); "
+                 f"they are kept in {kept}")
 
     # --- the background thread, for a run ---
 
