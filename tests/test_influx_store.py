@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -293,3 +294,16 @@ def test_a_full_spool_disk_is_named_and_export_ships_everything_later(server, ru
     target = preflight(settings_for(server.url), NO_CREDENTIAL)
     assert {m: sum(1 for _ in target.rows(m, {"run": RUN_ID})) for m in expected} == dict(expected)
     target.close()
+
+
+def test_a_number_the_json_holds_as_an_integer_is_still_a_float_field():
+    """A trial whose duration or RTT came out whole must not become an integer field (a type
+    conflict with every other trial's float)."""
+    stored = load_store(FIXTURE)
+    entry = stored.entries[0]
+    trial = TrialSummary.from_dict({**entry.trials[0].to_dict(), "duration_s": 9, "jain": 1,
+                                    "rtt": {**entry.trials[0].rtt.to_dict(), "median_ms": 20}})
+    (line,) = [x for x in points.trial_lines(stored.manifest, entry, trial, Path("/nonexistent"), [])
+               if x.startswith(points.TRIAL + ",")]
+    for field, value in (("duration_s", "9"), ("jain", "1"), ("rtt_median_ms", "20")):
+        assert re.search(rf"[ ,]{field}={value}[ ,]", line), (field, line)     # a float: no `i`

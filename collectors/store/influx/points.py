@@ -178,10 +178,11 @@ def trial_lines(manifest: dict, entry: CellEntry, trial: TrialSummary, trial_dir
     tags = {**run_tags(manifest), **cell_tags(entry), "trial": str(trial.trial)}
     rtt, coll = trial.rtt, trial.collector
     yield point(TRIAL, tags, {
-        "status": trial.status, "error": trial.error or "", "duration_s": trial.duration_s, "jain": trial.jain,
-        "host_cpu_steal_pct": trial.host_cpu_steal_pct,
-        **({f"rtt_{k}": getattr(rtt, k) for k in ("idle_ms", "median_ms", "p95_ms", "max_ms", "inflation_median_ms",
-                                                  "inflation_p95_ms", "inflation_max_ms")} if rtt else {}),
+        "status": trial.status, "error": trial.error or "", "duration_s": _float(trial.duration_s),
+        "jain": _float(trial.jain), "host_cpu_steal_pct": _float(trial.host_cpu_steal_pct),
+        **({f"rtt_{k}": _float(getattr(rtt, k)) for k in ("idle_ms", "median_ms", "p95_ms", "max_ms",
+                                                          "inflation_median_ms", "inflation_p95_ms",
+                                                          "inflation_max_ms")} if rtt else {}),
         "rtt_samples": rtt.samples if rtt else None,
         **({k: getattr(coll, k) for k in ("socket_samples", "sampler_ticks", "rtt_rounds")} if coll else {}),
     }, base)
