@@ -29,6 +29,51 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class _Server:
+    """A server process in its own session, its log in its directory, ready when `ready_path`
+    answers `ready_status` (polled), stopped by its pid (SIGCONT first: it may be frozen)."""
+
+    name = "server"
+    ready_path, ready_status = "/ping", 204
+
+    def __init__(self, directory: Path):
+        self.dir = Path(directory)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def _spawn(self, argv: list[str], timeout_s: float, **popen) -> None:
+        log_path = self.dir / f"{self.name}.log"
+        with log_path.open("ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True, **popen)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited: {log_path.read_text()[-2000:]}")
+            if self.ping():
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name} did not answer {self.ready_path} within {timeout_s:g} s")
+
+    def ping(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}{self.ready_path}", timeout=0.5) as resp:
+                return resp.status == self.ready_status
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.kill(self.proc.pid, signal.SIGCONT)
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
 CONFIG = """reporting-disabled = true
 bind-address = "127.0.0.1:{rpc}"
 [meta]
@@ -51,35 +96,19 @@ bind-address = "127.0.0.1:{rpc}"
 """
 
 
-class InfluxServer:
+class InfluxServer(_Server):
+    name = "influxd"
+
     def __init__(self, directory: Path, auth: bool = False):
-        self.dir = Path(directory)
-        self.port, self.rpc = free_port(), free_port()
+        super().__init__(directory)
+        self.rpc = free_port()
         self.auth = auth
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
         self.config = self.dir / "influxdb.conf"
         self.config.write_text(CONFIG.format(rpc=self.rpc, dir=self.dir, port=self.port, auth=str(auth).lower()))
 
     def start(self) -> InfluxServer:
-        log = (self.dir / "influxd.log").open("ab")
-        self.proc = subprocess.Popen([INFLUXD, "-config", str(self.config)], stdout=log, stderr=log,
-                                     start_new_session=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"influxd exited: {(self.dir / 'influxd.log').read_text()[-2000:]}")
-            if self.ping():
-                return self
-            time.sleep(0.05)
-        raise RuntimeError("influxd did not answer /ping within 30 s")
-
-    def ping(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/ping", timeout=0.5) as resp:
-                return resp.status == 204
-        except (urllib.error.URLError, OSError):
-            return False
+        self._spawn([INFLUXD, "-config", str(self.config)], 30)
+        return self
 
     def query(self, q: str, db: str | None = None, user: str | None = None, password: str | None = None,
               method: str = "POST") -> dict:
@@ -105,17 +134,6 @@ class InfluxServer:
     def thaw(self) -> None:
         os.kill(self.proc.pid, signal.SIGCONT)
 
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.kill(self.proc.pid, signal.SIGCONT)
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
 
 @contextmanager
 def influx_server(directory: Path, database: str | None = "longhaul"):
@@ -138,37 +156,22 @@ INFLUXD2 = Path(__file__).resolve().parents[1] / "build" / "test-bin" / "influxd
 ORG, BUCKET, TOKEN = "longhaul", "longhaul", "longhaul-test-token"
 
 
-class Influx2Server:
+class Influx2Server(_Server):
     """InfluxDB OSS 2.7 (tests/servers/build-influxd2.sh) on a free loopback port, set up with one
     org, bucket and operator token."""
 
-    def __init__(self, directory: Path):
-        self.dir = Path(directory)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
+    name = "influxd2"
+    ready_path, ready_status = "/health", 200
 
     def start(self) -> Influx2Server:
-        log = (self.dir / "influxd2.log").open("ab")
-        self.proc = subprocess.Popen(
-            [str(INFLUXD2), "--bolt-path", str(self.dir / "influxd.bolt"), "--engine-path", str(self.dir / "engine"),
-             "--sqlite-path", str(self.dir / "influxd.sqlite"), "--http-bind-address", f"127.0.0.1:{self.port}",
-             "--reporting-disabled", "--log-level", "warn"], stdout=log, stderr=log, start_new_session=True,
-            # influxd 2 reads a config.toml in its working directory or INFLUXD_CONFIG_PATH: not ours
-            cwd=self.dir, env={**os.environ, "INFLUXD_CONFIG_PATH": str(self._empty_config())})
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"influxd2 exited: {(self.dir / 'influxd2.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=0.5) as resp:
-                    if resp.status == 200:
-                        break
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.05)
-        else:
-            raise RuntimeError("influxd2 did not answer /health within 60 s")
+        empty = self.dir / "influxd2-config.toml"
+        empty.write_text("")
+        self._spawn([str(INFLUXD2), "--bolt-path", str(self.dir / "influxd.bolt"),
+                     "--engine-path", str(self.dir / "engine"), "--sqlite-path", str(self.dir / "influxd.sqlite"),
+                     "--http-bind-address", f"127.0.0.1:{self.port}", "--reporting-disabled", "--log-level", "warn"],
+                    60,
+                    # influxd 2 reads a config.toml in its working directory or INFLUXD_CONFIG_PATH: not ours
+                    cwd=self.dir, env={**os.environ, "INFLUXD_CONFIG_PATH": str(empty)})
         body = json.dumps({"username": "longhaul", "password": "longhaul-pass", "org": ORG, "bucket": BUCKET,
                            "token": TOKEN}).encode()
         req = urllib.request.Request(f"{self.url}/api/v2/setup", data=body, method="POST",
@@ -176,21 +179,6 @@ class Influx2Server:
         with urllib.request.urlopen(req, timeout=30) as resp:
             assert resp.status == 201
         return self
-
-    def _empty_config(self) -> Path:
-        path = self.dir / "influxd2-config.toml"
-        path.write_text("")
-        return path
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
 
 
 @contextmanager

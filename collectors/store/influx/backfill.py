@@ -25,11 +25,11 @@ from longhaul.core.tables import read_json
 
 
 def stored_lines(run_dir: Path, problems: list[str]) -> Iterator[str]:
-    """Every point of a stored run, from its files, in the order a run spools them."""
+    """Every point of a stored run, from its files (the run's own point and documents last, as a
+    run spools them at its end)."""
     run_dir = Path(run_dir)
     stored = load_store(run_dir)
     manifest = stored.manifest
-    yield from points.run_lines(manifest)
     yield from points.source_lines(manifest, run_dir)
     for entry in stored.entries:
         yield from points.cell_lines(manifest, entry)

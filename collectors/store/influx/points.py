@@ -72,6 +72,11 @@ def iso_ns(text: str | None) -> int | None:
     return int(when.timestamp()) * 1_000_000_000 + when.microsecond * 1000
 
 
+def run_start_ns(manifest: dict) -> int:
+    """The time of the run's own and its cells' points: the run's start."""
+    return iso_ns(manifest.get("started")) or 0
+
+
 def offset_ns(t_s: float) -> int:
     return round(t_s * 1_000_000) * 1000
 
@@ -174,7 +179,7 @@ def flow_tags(entry: CellEntry) -> dict[str, dict[str, str]]:
 def trial_lines(manifest: dict, entry: CellEntry, trial: TrialSummary, trial_dir: Path,
                 problems: list[str]) -> Iterator[str]:
     """Everything of one trial: its summary, its flows, its tables (series and documents)."""
-    base = iso_ns(trial.started) or iso_ns(manifest.get("started")) or 0
+    base = iso_ns(trial.started) or run_start_ns(manifest)
     tags = {**run_tags(manifest), **cell_tags(entry), "trial": str(trial.trial)}
     rtt, coll = trial.rtt, trial.collector
     yield point(TRIAL, tags, {
@@ -202,7 +207,7 @@ def trial_lines(manifest: dict, entry: CellEntry, trial: TrialSummary, trial_dir
             continue
         yield from table_lines(name, read_rows(path, problems) or [], tags, base, problems, declared)
     rel = f"{fmt.CELLS_DIR}/{entry.id}/{fmt.TRIAL_PREFIX}{trial.trial}"
-    run_base = iso_ns(manifest.get("started")) or 0
+    run_base = run_start_ns(manifest)
     doc_base = run_tags(manifest)
     yield from doc_lines(doc_base, f"{rel}/{fmt.TRIAL_JSON}", json.dumps(trial.to_dict()), run_base)
     for name in DOC_TABLES:
@@ -219,7 +224,7 @@ def _float(value):
 # --- cells and the run ----------------------------------------------------------------------------
 
 def verification_lines(manifest: dict, entry: CellEntry, verification: Verification) -> list[str]:
-    base = iso_ns(manifest.get("started")) or 0
+    base = run_start_ns(manifest)
     tags = {**run_tags(manifest), **cell_tags(entry)}
     v = verification
     fields = {"ok": v.ok, "problems": "; ".join(v.problems), "attempt": v.attempt,
@@ -236,7 +241,7 @@ def verification_lines(manifest: dict, entry: CellEntry, verification: Verificat
 
 
 def cell_lines(manifest: dict, entry: CellEntry) -> list[str]:
-    base = iso_ns(manifest.get("started")) or 0
+    base = run_start_ns(manifest)
     tags = {**run_tags(manifest), **cell_tags(entry)}
     stats = entry.stats
     jain = stats.jain if stats else None
@@ -254,7 +259,7 @@ def cell_lines(manifest: dict, entry: CellEntry) -> list[str]:
 
 def run_lines(manifest: dict, summary: dict | None = None) -> list[str]:
     """The run's point and its documents: manifest.json, and summary.json when given."""
-    base = iso_ns(manifest.get("started")) or 0
+    base = run_start_ns(manifest)
     tags = run_tags(manifest)
     version = manifest.get("longhaul") or {}
     lines = [point(RUN, {**tags, **_clean({"host": (manifest.get("host") or {}).get("hostname")})},
@@ -270,7 +275,7 @@ def run_lines(manifest: dict, summary: dict | None = None) -> list[str]:
 def source_lines(manifest: dict, run_dir: Path) -> list[str]:
     """The config and profiles as run (config.toml, profiles/*.toml), so a run rebuilt from the
     database can be resumed and its report shows its sources."""
-    base = iso_ns(manifest.get("started")) or 0
+    base = run_start_ns(manifest)
     tags = run_tags(manifest)
     run_dir = Path(run_dir)
     lines = []

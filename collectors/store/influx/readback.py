@@ -47,14 +47,15 @@ def rebuild_run(target: Target, run_id: str, out: Path) -> Path:
             path.write_bytes(text.encode("utf-8"))
     summary = json.loads((run_dir / fmt.SUMMARY).read_text()) if (run_dir / fmt.SUMMARY).is_file() else {}
     for cell in summary.get("cells") or []:
-        for trial in cell.get("trials") or []:
-            where = {"run": run_id, "cell": cell["id"], "trial": str(trial["trial"])}
-            trial_dir = fmt.trial_dir(run_dir, cell["id"], trial["trial"])
-            for name, table in points.TABLES.items():
-                rows = sorted(target.rows(table.measurement, where), key=lambda r: (r["time"], r.get("flow") or "",
-                                                                                     r.get("stream") or ""))
-                if rows:
-                    _write_table(trial_dir / name, COLUMNS[name], rows)
+        if not cell.get("trials"):
+            continue
+        for name, table in points.TABLES.items():      # one query a table and cell, not a trial
+            by_trial: dict[str, list[dict]] = defaultdict(list)
+            for row in target.rows(table.measurement, {"run": run_id, "cell": cell["id"]}):
+                by_trial[row["trial"]].append(row)
+            for trial, rows in by_trial.items():
+                rows.sort(key=lambda r: (r["time"], r.get("flow") or "", r.get("stream") or ""))
+                _write_table(fmt.trial_dir(run_dir, cell["id"], int(trial)) / name, COLUMNS[name], rows)
     return run_dir
 
 

@@ -37,27 +37,22 @@ def spool_dir(run_dir: Path) -> Path:
 
 
 class Spool:
-    """Appends lines to spool.lp, flushed to the file in batches (and on flush())."""
+    """Appends lines to spool.lp, flushed to the file in batches (and on flush()). One thread
+    writes it (the worker's spooler, or export's rebuild)."""
 
     def __init__(self, directory: Path, batch_lines: int = 5000):
         self.dir = Path(directory)
         self.path = self.dir / SPOOL
         self.batch_lines = batch_lines
         self._pending: list[str] = []
-        self._lock = threading.Lock()
         self.written = 0            # lines flushed to the file by this object
 
     def append(self, lines: Iterable[str]) -> None:
-        with self._lock:
-            self._pending.extend(line for line in lines if line)
-            if len(self._pending) >= self.batch_lines:
-                self._flush()
+        self._pending.extend(line for line in lines if line)
+        if len(self._pending) >= self.batch_lines:
+            self.flush()
 
     def flush(self) -> None:
-        with self._lock:
-            self._flush()
-
-    def _flush(self) -> None:
         if not self._pending:
             return
         data = ("\n".join(self._pending) + "\n").encode("utf-8")
@@ -111,7 +106,7 @@ class ShipState:
         self.complete: bool = bool(doc.get("complete", False))
         self.rejected: int = int(doc.get("rejected", 0))
         self.target: str | None = doc.get("target")
-        self._lock = threading.Lock()      # the shipper and the mirror both save
+        self._lock = threading.Lock()      # the shipper's thread and the worker's main thread both save
 
     def offset(self, path: Path) -> int:
         return self.files.get(Path(path).name, 0)
