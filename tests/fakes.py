@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from lab_support import write_lab_config
 
 from longhaul.appliance.run.trial import BASE_PORT, PORTS_PER_FLOW
@@ -300,3 +302,14 @@ def write_fake_config(tmp: Path, profile_text: str = TINY_PROFILE, name: str = "
                               verify="rate_probe_s = 1.0\nattempts = 1\nretry_pause_s = 0\n" + verify)
     config.write_text(f'[lab]\nbackend = "{NAME}"\n' + config.read_text())
     return config
+
+
+# Imported by the modules that run the runner in-process: an autouse fixture there.
+@pytest.fixture(autouse=True)
+def _no_leaked_log_handlers():
+    """The runner adds a run.log handler to the root logger for its run; close it after."""
+    before = list(logging.getLogger().handlers)
+    yield
+    for handler in [h for h in logging.getLogger().handlers if h not in before]:
+        logging.getLogger().removeHandler(handler)
+        handler.close()

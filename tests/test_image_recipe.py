@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.appliance.image import build, firstboot
+from longhaul.appliance.image import boot_kernel, build, firstboot
 from longhaul.core.paths import REPO
 from longhaul.hardware.backends.qemu import fleet as qf
 from longhaul.hardware.backends.ssh.inventory import load_inventory
@@ -17,7 +17,9 @@ from longhaul.hardware.backends.ssh.inventory import load_inventory
 
 def test_base_key_follows_what_the_base_is_made_of():
     pk, py = build.image_packages(), build.python_requirements()
-    assert "linux-image-amd64" in pk and "openssh-server" in pk and "iperf3" in pk and "fping" in pk
+    kernels = sorted(p for p in pk if p.startswith("linux-image-"))
+    assert kernels == ["linux-image-6.1.0-50-amd64", "linux-image-6.1.0-56-amd64"]    # two, named: the key says which
+    assert "openssh-server" in pk and "iperf3" in pk and "fping" in pk
     assert any(r.startswith("pydantic") for r in py)
     key = build.base_key(pk, py)
     assert key == build.base_key(list(reversed(pk)), py)          # order does not matter
@@ -29,7 +31,8 @@ def test_mmdebstrap_recipe_has_no_baked_secrets():
     argv = build.mmdebstrap_argv(["iperf3", "openssh-server"], ["pydantic>=2.5,<3"], Path("/tmp/x"))
     assert argv[:5] == ["mmdebstrap", "--variant=minbase", "--mode=root", "--format=directory",
                         "--include=iperf3,openssh-server"]
-    assert argv[-3:] == ["bookworm", "/tmp/x", "http://deb.debian.org/debian"]
+    assert argv[-4:] == ["bookworm", "/tmp/x", "http://deb.debian.org/debian",
+                         "deb http://deb.debian.org/debian-security bookworm-security main"]   # the newer kernel
     hooks = [argv[i + 1] for i, a in enumerate(argv) if a == "--customize-hook"]
     assert 'rm -f "$1"/etc/ssh/ssh_host_*' in hooks                   # each host makes or gets its own
     assert 'chroot "$1" passwd -l root' in hooks                       # no password: keys only
@@ -45,9 +48,69 @@ def test_disk_layout_and_boot_config():
     argv = build.mke2fs_argv(Path("/t"), Path("/d.raw"), size)
     assert argv[argv.index("-E") + 1] == "offset=1048576" and argv[-1] == str((size - (1 << 20)) // 4096)
     assert "^64bit,^metadata_csum" in argv                               # extlinux reads the classic layout
-    conf = build.extlinux_conf()
-    assert "LINUX /vmlinuz" in conf and "root=LABEL=longhaul-root" in conf and "console=ttyS0" in conf
+    conf = build.extlinux_conf(["6.1.0-9-amd64", "6.1.0-50-amd64"])
+    assert conf.splitlines()[0] == "DEFAULT 6.1.0-50-amd64"            # the newest by version, not by string
+    assert "LINUX /boot/vmlinuz-6.1.0-9-amd64" in conf and "INITRD /boot/initrd.img-6.1.0-50-amd64" in conf
+    assert conf.count("root=LABEL=longhaul-root") == 2 and "console=ttyS0" in conf
+    entries, default = boot_kernel.parse(conf)
+    assert [e.label for e in entries] == ["6.1.0-50-amd64", "6.1.0-9-amd64"] and default == "6.1.0-50-amd64"
     assert build.fstab().startswith("LABEL=longhaul-root / ext4")
+
+
+def _boot_tree(root: Path, releases: list[str]) -> Path:
+    """A /boot as the image has it: kernels, initrds, extlinux.conf made by the build's recipe."""
+    boot = root / "boot"
+    (boot / "extlinux").mkdir(parents=True)
+    for release in releases:
+        (boot / f"vmlinuz-{release}").write_bytes(b"kernel")
+        (boot / f"initrd.img-{release}").write_bytes(b"initrd")
+    (boot / "config-6.1.0-99-amd64").write_text("a config without its kernel is no kernel")
+    (boot / "extlinux/extlinux.conf").write_text(build.extlinux_conf(boot_kernel.kernels_in(boot)))
+    return boot / "extlinux/extlinux.conf"
+
+
+def test_kernels_are_ordered_by_version_and_need_an_initrd(tmp_path):
+    assert sorted(["6.1.0-50-amd64", "6.1.0-9-amd64", "6.1.0-56-amd64"], key=boot_kernel.release_key) == [
+        "6.1.0-9-amd64", "6.1.0-50-amd64", "6.1.0-56-amd64"]
+    _boot_tree(tmp_path, ["6.1.0-56-amd64", "6.1.0-50-amd64"])
+    (tmp_path / "boot/vmlinuz-6.1.0-60-amd64").write_bytes(b"no initrd beside it")
+    assert boot_kernel.kernels_in(tmp_path / "boot") == ["6.1.0-50-amd64", "6.1.0-56-amd64"]
+
+
+def test_boot_kernel_lists_and_switches_the_default(tmp_path, capsys):
+    conf = _boot_tree(tmp_path, ["6.1.0-50-amd64", "6.1.0-56-amd64"])
+    before = conf.read_text()
+    assert boot_kernel.main(["--list", "--root", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == "6.1.0-56-amd64 default\n6.1.0-50-amd64\n"
+    assert boot_kernel.main(["6.1.0-50-amd64", "--root", str(tmp_path)]) == 0
+    after = conf.read_text()
+    assert after.splitlines()[0] == "DEFAULT 6.1.0-50-amd64"
+    assert after.splitlines()[1:] == before.splitlines()[1:]             # only DEFAULT changed
+    assert [p.name for p in conf.parent.iterdir()] == ["extlinux.conf"]  # no temporary file left
+    capsys.readouterr()
+    assert boot_kernel.main(["--list", "--root", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == "6.1.0-56-amd64\n6.1.0-50-amd64 default\n"
+
+
+def test_boot_kernel_refuses_what_cannot_boot(tmp_path, capsys):
+    conf = _boot_tree(tmp_path, ["6.1.0-50-amd64", "6.1.0-56-amd64"])
+    before = conf.read_text()
+    assert boot_kernel.main(["6.1.0-99-amd64", "--root", str(tmp_path)]) == 2
+    assert "allowed: 6.1.0-56-amd64, 6.1.0-50-amd64" in capsys.readouterr().err
+    (tmp_path / "boot/initrd.img-6.1.0-50-amd64").unlink()             # its LABEL stays, it cannot boot
+    assert boot_kernel.main(["6.1.0-50-amd64", "--root", str(tmp_path)]) == 2
+    assert conf.read_text() == before
+    assert boot_kernel.main(["--list", "--root", str(tmp_path)]) == 0
+    assert "6.1.0-50-amd64 missing" in capsys.readouterr().out
+    assert boot_kernel.main(["--list", "--root", str(tmp_path / "nowhere")]) == 1
+
+
+def test_boot_kernel_keeps_a_hand_edited_file_and_reads_keywords_as_syslinux_does():
+    text = "# kept\ndefault old\nTIMEOUT 50\nlabel new\n  kernel /boot/vmlinuz-new\n  initrd /boot/initrd.img-new\n"
+    entries, default = boot_kernel.parse(text)
+    assert default == "old" and entries == [boot_kernel.Entry("new", "/boot/vmlinuz-new", "/boot/initrd.img-new")]
+    assert boot_kernel.with_default(text, "new") == text.replace("default old", "DEFAULT new")
+    assert boot_kernel.with_default("LABEL a\n", "a") == "DEFAULT a\nLABEL a\n"
 
 
 def test_firstboot_seed_sources_merge_in_order():
@@ -68,6 +131,62 @@ def test_firstboot_refuses_bad_seeds():
         firstboot.validate({"interfaces": [{"address": "10.0.0.1/24"}]})
     with pytest.raises(firstboot.SeedError, match="no interface has MAC"):
         firstboot.network_plan({"interfaces": [{"mac": "52:54:00:00:00:09"}]}, {"eth0": "52:54:00:00:00:01"})
+
+
+def test_firstboot_schedule_runs_longhaul_schedule_on_controllers_only():
+    seed = {"role": "controller", "schedule": {"suite": "regression-nightly", "on_calendar": "Mon..Fri 02:00",
+                                               "on_kernel_change": True}}
+    firstboot.validate(seed)
+    assert firstboot.schedule_argv(seed["schedule"]) == [
+        "/usr/local/bin/longhaul", "schedule", "regression-nightly", "--config", "/etc/longhaul/config.toml",
+        "--on-calendar", "Mon..Fri 02:00", "--on-kernel-change"]
+    assert firstboot.schedule_argv({"suite": "s", "on_kernel_change": False, "on_calendar": "daily"})[-2:] == [
+        "--on-calendar", "daily"]
+    for bad, message in ((dict(seed, role="router"), "only a controller"),
+                         ({"role": "controller", "schedule": {"on_kernel_change": True}}, "needs suite"),
+                         ({"role": "controller", "schedule": {"suite": "s"}}, "needs on_calendar, on_kernel_change"),
+                         ({"role": "controller", "schedule": {"suite": "s", "on_kernel_change": "yes"}},
+                          "schedule.on_kernel_change = 'yes'"),
+                         ({"role": "controller", "schedule": {"suite": "s", "at": "2:00"}}, "schedule.at")):
+        with pytest.raises(firstboot.SeedError, match=message):
+            firstboot.validate(bad)
+
+
+def test_a_scheduled_controller_does_not_also_run_its_config_at_boot(tmp_path, monkeypatch):
+    monkeypatch.setattr(firstboot, "ETC", tmp_path / "etc")
+    (tmp_path / "etc").mkdir()
+    seed = tmp_path / "seed"
+    (seed / "profiles").mkdir(parents=True)
+    (seed / "config.toml").write_text("[run]\n")
+    (seed / "profiles/regression-nightly.toml").write_text("")
+    firstboot.install_controller(seed)
+    assert (tmp_path / "etc/controller").exists() and (tmp_path / "etc/profiles/regression-nightly.toml").exists()
+    firstboot.install_controller(seed, run_at_boot=False)       # the seed gained a [schedule]
+    assert not (tmp_path / "etc/controller").exists() and (tmp_path / "etc/config.toml").exists()
+
+
+def test_firstboot_installs_a_schedule_once_per_image_revision(tmp_path, monkeypatch):
+    monkeypatch.setattr(firstboot, "ETC", tmp_path / "etc")
+    monkeypatch.setattr(firstboot, "UNIT_DIR", tmp_path / "units")
+    monkeypatch.setattr(firstboot, "LONGHAUL", "/bin/false")       # a real command that fails
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "units").mkdir()
+    (tmp_path / "etc/image-revision").write_text("abc123\n")
+    schedule = {"suite": "nightly", "on_calendar": "daily", "on_kernel_change": True}
+    assert firstboot.schedule_units(schedule) == [tmp_path / "units/longhaul-suite-nightly.timer",
+                                                  tmp_path / "units/longhaul-suite-nightly-boot.service"]
+    with pytest.raises(firstboot.SeedError, match="longhaul schedule exited 1"):
+        firstboot.install_schedule(schedule)
+    assert not (tmp_path / "etc/schedule.installed").exists()
+    monkeypatch.setattr(firstboot, "LONGHAUL", "/bin/true")
+    assert firstboot.install_schedule(schedule) is True
+    for unit in firstboot.schedule_units(schedule):      # what the real longhaul schedule would have written
+        unit.write_text("")
+    assert firstboot.install_schedule(schedule) is False                  # kept: not run again
+    (tmp_path / "etc/image-revision").write_text("def456\n")             # a new image: installed anew
+    assert firstboot.install_schedule(schedule) is True
+    firstboot.schedule_units(schedule)[1].unlink()                        # someone removed a unit
+    assert firstboot.install_schedule(schedule) is True
 
 
 def test_firstboot_network_plan_renames_addresses_and_forwards_on_routers():

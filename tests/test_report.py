@@ -306,7 +306,7 @@ def test_a_failing_section_becomes_a_note(tmp_path):
 
 
 def test_the_studies_sections_in_report_order():
-    assert [s.name for s in registry.SECTIONS] == ["throughput-profile", "ops", "stiff-udp"]
+    assert [s.name for s in registry.SECTIONS] == ["regression", "throughput-profile", "ops", "stiff-udp"]
     for s in registry.SECTIONS:
         assert isinstance(s, Section) and s.template.is_file()
         assert s.template.parent.name == s.name.replace("-", "_")   # beside the study's code

@@ -7,11 +7,18 @@ from __future__ import annotations
 import csv
 import io
 import json
-import logging
 from pathlib import Path
 
 import pytest
-from fakes import IPERF3_TCP, TINY_PROFILE, FakeBackend, FakePath, use_fake_backend, write_fake_config
+from fakes import (
+    IPERF3_TCP,
+    TINY_PROFILE,
+    FakeBackend,
+    FakePath,
+    _no_leaked_log_handlers,  # noqa: F401 - an autouse fixture: closes the runner's run.log handlers
+    use_fake_backend,
+    write_fake_config,
+)
 from rich.console import Console
 
 from longhaul.appliance.cli import app
@@ -29,16 +36,6 @@ pytestmark = pytest.mark.timeout(60)
 FAKE_BYTES = 302536432
 FAKE_SECONDS = 6.00012
 FAKE_MBPS = FAKE_BYTES * 8 / FAKE_SECONDS / 1e6
-
-
-@pytest.fixture(autouse=True)
-def _no_leaked_log_handlers():
-    """The runner adds a run.log handler to the root logger for its run; close it after."""
-    before = list(logging.getLogger().handlers)
-    yield
-    for handler in [h for h in logging.getLogger().handlers if h not in before]:
-        logging.getLogger().removeHandler(handler)
-        handler.close()
 
 
 def quiet() -> Progress:

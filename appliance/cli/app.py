@@ -18,6 +18,8 @@ from longhaul.appliance.cli import analyze as analyze_cmd
 from longhaul.appliance.cli import influx as influx_cmd
 from longhaul.appliance.cli import ops as ops_cmd
 from longhaul.appliance.cli import ops_lab as ops_lab_cmd
+from longhaul.appliance.cli import regression as regression_cmd
+from longhaul.appliance.cli import schedule as schedule_cmd
 from longhaul.appliance.cli.progress import Progress
 from longhaul.appliance.config.load import load_config
 from longhaul.appliance.config.profiles import load_profile
@@ -97,6 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     analyze_cmd.register(sub)  # analyses with commands of their own
     influx_cmd.register(sub)
     ops_lab_cmd.add_parsers(ops_cmd.register(sub))
+    schedule_cmd.register(sub)
+    regression_cmd.register(sub)
     return parser
 
 

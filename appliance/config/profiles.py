@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from longhaul.appliance.config.schema import Cell
+from longhaul.collectors.store.format import CALIBRATION_LABEL
 from longhaul.core.errors import ConfigError
 from longhaul.core.model import NAME, Strict
 from longhaul.core.tomlsource import TomlSource, load
@@ -39,6 +40,9 @@ class Scenario(Strict):
     mode: Literal["dedicated", "shared"] | None = None
     reference: dict[str, float] = {}
     reference_source: str | None = None
+    # a regression suite's calibration cell: no delay, no shaping below the access rate, so a
+    # change of the host itself is told apart from one of the transport (docs/regression.md)
+    calibration: bool = False
 
 
 class ProfileFile(Strict):
@@ -86,7 +90,10 @@ def load_profile(path: Path, time_scale: float | None = None) -> Profile:
                 where = origins.get(keypath) or translate(keypath, origins)
                 raise ConfigError(source.path, source.line_of(where), where, value, allowed)
             cell = _scale_durations(cell, raw.profile.time_scale)
-            labels = {k: v for k, v in (("column", scenario.column), ("mode", scenario.mode)) if v}
+            labels = {k: v for k, v in (("column", scenario.column), ("mode", scenario.mode),
+                                        (CALIBRATION_LABEL, scenario.calibration)) if v}
+            if scenario.calibration:
+                _check_calibration(source, cell, s_index)
             reference = None
             if scenario.reference:
                 reference = {"source": scenario.reference_source, "values": dict(scenario.reference)}
@@ -96,6 +103,16 @@ def load_profile(path: Path, time_scale: float | None = None) -> Profile:
                 reference=reference))
     return Profile(name=path.stem, path=path, source_text=path.read_text(encoding="utf-8"),
                    meta=raw.profile, cells=cells)
+
+
+def _check_calibration(source, cell: Cell, s_index: int) -> None:
+    topo = cell.topology
+    if topo.rtt_ms != 0 or topo.bottleneck_rate_mbps < topo.access_rate_mbps:
+        where = ("scenarios", s_index, "calibration")
+        raise ConfigError(source.path, source.line_of(where), where, True,
+                          f"a calibration cell has rtt_ms = 0 and bottleneck_rate_mbps >= access_rate_mbps "
+                          f"(this one: {topo.rtt_ms:g} ms, {topo.bottleneck_rate_mbps:g} of "
+                          f"{topo.access_rate_mbps:g} Mb/s); set them in the scenario's `set`")
 
 
 def _scale_durations(cell: Cell, scale: float) -> Cell:

@@ -6,13 +6,15 @@ Three stages, each a pure recipe (argv lists) applied here:
    /opt/longhaul/.venv. Slow (downloads), so it is cached under --cache keyed on everything it
    is made from; a fresh clone on the same machine reuses it.
 2. layer: a copy of the base with this checkout of longhaul at /opt/longhaul (installed editable,
-   helpers in build/), Telegraf at /usr/local/bin/telegraf, the first-boot service and the
-   controller unit.
-3. disk: one MBR partition, ext4 made straight from the directory (mke2fs -d), extlinux.
+   helpers in build/), Telegraf at /usr/local/bin/telegraf, the first-boot service, the
+   controller unit and longhaul-boot-kernel (boot_kernel.py).
+3. disk: one MBR partition, ext4 made straight from the directory (mke2fs -d), extlinux with one
+   entry per installed kernel, the newest the default.
 
     python -m longhaul.appliance.image.build --out build/image [--cache /var/cache/longhaul/image]
 
-Output: <out>/longhaul.raw, vmlinuz, initrd.img, manifest.json (what went in, the base key).
+Output: <out>/longhaul.raw, vmlinuz, initrd.img (the newest kernel, for PXE), manifest.json (what
+went in, the base key, the kernels).
 """
 from __future__ import annotations
 
@@ -28,11 +30,16 @@ import time
 import tomllib
 from pathlib import Path
 
+from longhaul.appliance.image import boot_kernel
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
-RECIPE_VERSION = 3                  # bump when the base recipe changes in a way the key misses
+# the security suite carries the newer of the image's two kernels (packages.txt) and the fixes an
+# appliance on a facility's network should have anyway
+SECURITY = "deb http://deb.debian.org/debian-security bookworm-security main"
+RECIPE_VERSION = 4                  # bump when the base recipe changes in a way the key misses
 PART_OFFSET = 1 << 20               # the partition starts at 1 MiB
 ROOT_LABEL = "longhaul-root"
 DEFAULT_CACHE = Path("/var/cache/longhaul/image")
@@ -56,8 +63,8 @@ def python_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
 
 
 def base_key(packages: list[str], requirements: list[str]) -> str:
-    text = json.dumps({"suite": SUITE, "packages": sorted(packages), "python": sorted(requirements),
-                       "recipe": RECIPE_VERSION})
+    text = json.dumps({"suite": SUITE, "mirrors": [MIRROR, SECURITY], "packages": sorted(packages),
+                       "python": sorted(requirements), "recipe": RECIPE_VERSION})
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -83,7 +90,7 @@ def mmdebstrap_argv(packages: list[str], requirements: list[str], target: Path) 
             "--include=" + ",".join(packages)]
     for hook in hooks:
         argv += ["--customize-hook", hook]
-    return argv + [SUITE, str(target), MIRROR]
+    return argv + [SUITE, str(target), MIRROR, SECURITY]
 
 
 def _shell_word(text: str) -> str:
@@ -97,10 +104,10 @@ def sshd_config() -> str:
             "PermitRootLogin prohibit-password\nUseDNS no\n")
 
 
-def extlinux_conf(append: str = KERNEL_APPEND) -> str:
-    return ("DEFAULT longhaul\nTIMEOUT 1\nPROMPT 0\nSERIAL 0 115200\n"
-            "LABEL longhaul\n  LINUX /vmlinuz\n  INITRD /initrd.img\n"
-            f"  APPEND {append}\n")
+def extlinux_conf(releases: list[str], append: str = KERNEL_APPEND) -> str:
+    """One entry per kernel, named by its release; the newest boots unless longhaul-boot-kernel
+    sets another."""
+    return boot_kernel.extlinux_conf(releases, append)
 
 
 def fstab() -> str:
@@ -170,7 +177,7 @@ def install_telegraf(tree: Path, binary: Path | None = None) -> None:
     os.chmod(target, 0o755)
 
 
-def layer(base: Path, tree: Path) -> None:
+def layer(base: Path, tree: Path, sources: str = "") -> None:
     run(["cp", "-a", "--reflink=auto", f"{base}/.", str(tree)])
     dest = tree / "opt/longhaul"
     for rel in checkout_files():
@@ -187,8 +194,9 @@ def layer(base: Path, tree: Path) -> None:
     run(["chroot", str(tree), "env", "-i", *CHROOT_ENV.split(), "/opt/longhaul/.venv/bin/pip", "install", "--quiet", "--disable-pip-version-check",
          "--no-deps", "--no-build-isolation", "-e", "/opt/longhaul"])
     os.symlink("/opt/longhaul/.venv/bin/longhaul", tree / "usr/local/bin/longhaul")
-    shutil.copy2(HERE / "firstboot.py", tree / "usr/local/sbin/longhaul-firstboot")
-    os.chmod(tree / "usr/local/sbin/longhaul-firstboot", 0o755)
+    for source, name in (("firstboot.py", "longhaul-firstboot"), ("boot_kernel.py", "longhaul-boot-kernel")):
+        shutil.copy2(HERE / source, tree / "usr/local/sbin" / name)
+        os.chmod(tree / "usr/local/sbin" / name, 0o755)
     for unit in QUIET_UNITS:       # packaged daemons stay off unless a role asks for them
         subprocess.run(["chroot", str(tree), "systemctl", "disable", unit], capture_output=True)
     for unit in sorted((HERE / "units").glob("*.service")):
@@ -201,14 +209,15 @@ def layer(base: Path, tree: Path) -> None:
     (tree / "etc/longhaul").mkdir(exist_ok=True)
     # seed 001's CCAs and the routers' netem ready from boot (they are modules in Debian's kernel)
     (tree / "etc/modules-load.d/longhaul.conf").write_text("".join(m + "\n" for m in BOOT_MODULES))
-    (tree / "etc/longhaul/image-revision").write_text(git_revision() + "\n")
+    # the sources' hash too: a dirty checkout's revision stays the same across builds, and
+    # firstboot reinstalls a seeded schedule when the image changed
+    (tree / "etc/longhaul/image-revision").write_text(f"{git_revision()} sources {sources}\n")
     boot = tree / "boot"
-    kernel = sorted(boot.glob("vmlinuz-*"))[-1]
-    initrd = sorted(boot.glob("initrd.img-*"))[-1]
-    shutil.copy2(kernel, boot / "vmlinuz")
-    shutil.copy2(initrd, boot / "initrd.img")
+    kernels = boot_kernel.kernels_in(boot)
+    shutil.copy2(boot / f"vmlinuz-{kernels[-1]}", boot / "vmlinuz")          # PXE: the newest
+    shutil.copy2(boot / f"initrd.img-{kernels[-1]}", boot / "initrd.img")
     (boot / "extlinux").mkdir(exist_ok=True)
-    (boot / "extlinux/extlinux.conf").write_text(extlinux_conf())
+    (boot / "extlinux/extlinux.conf").write_text(extlinux_conf(kernels))
 
 
 def tree_bytes(tree: Path) -> int:
@@ -313,7 +322,7 @@ def build(out: Path, cache: Path, force: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="lhimg-tree-", dir=cache) as tmp:
         tree = Path(tmp) / "root"
         tree.mkdir()
-        layer(base, tree)
+        layer(base, tree, sources)
         (out / "manifest.json").unlink(missing_ok=True)      # a half-replaced image is never "up to date"
         disk = out / "longhaul.raw.partial"
         try:
@@ -323,10 +332,10 @@ def build(out: Path, cache: Path, force: bool = False) -> dict:
             raise
         shutil.copy2(tree / "boot/vmlinuz", out / "vmlinuz")
         shutil.copy2(tree / "boot/initrd.img", out / "initrd.img")
-        kernel = sorted(p.name for p in (tree / "boot").glob("vmlinuz-*"))[-1].removeprefix("vmlinuz-")
+        kernels = boot_kernel.kernels_in(tree / "boot")
         disk.rename(out / "longhaul.raw")
-    manifest = {"format": 1, "suite": SUITE, "base_key": key, "source_hash": sources, "kernel": kernel,
-                "revision": git_revision(), "packages": packages, "python": requirements,
+    manifest = {"format": 1, "suite": SUITE, "base_key": key, "source_hash": sources, "kernel": kernels[-1],
+                "kernels": kernels, "revision": git_revision(), "packages": packages, "python": requirements,
                 "kernel_append": KERNEL_APPEND, "root_label": ROOT_LABEL,
                 "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "seconds": {"base": round(t_base, 1), "total": round(time.monotonic() - t0, 1)}}
@@ -345,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         print("longhaul-image: needs root (mmdebstrap --mode=root, chroot, a loop mount)", file=sys.stderr)
         return 2
     manifest = build(args.out, args.cache, args.force)
-    print(json.dumps({k: manifest[k] for k in ("base_key", "kernel", "revision", "seconds")}))
+    print(json.dumps({k: manifest.get(k) for k in ("base_key", "kernel", "kernels", "revision", "seconds")}))
     print(args.out / "longhaul.raw")
     return 0
 

@@ -26,6 +26,19 @@ Seed format (TOML):
     via = "10.0.0.2"
     [sysctl]
     "net.core.rmem_max" = 67108864    # routers get net.ipv4.ip_forward = 1 by themselves
+    [schedule]                        # controllers only: a regression suite, unattended
+    suite = "regression-nightly"      # profiles/<suite>.toml of the seeded config
+    on_calendar = "Mon..Fri 02:00"    # a systemd calendar spec; optional
+    on_kernel_change = true           # run it at boot when the kernel is new to it; optional
+
+A controller's [schedule] is installed by the same command a facility runs by hand,
+`/usr/local/bin/longhaul schedule SUITE --config /etc/longhaul/config.toml [--on-calendar SPEC]
+[--on-kernel-change]`, so the appliance gets the very units `longhaul schedule` makes
+(appliance/schedule/units.py: a timer, a boot-time unit, both verified). At later boots it is
+skipped when this image revision installed the same schedule and its units are still there.
+Dropping [schedule] from the seed leaves them in place (`longhaul schedule SUITE --remove` undoes
+them). A scheduled controller does not also run its config at every boot
+(longhaul-controller.service): the two would share the lab.
 
 It reports one line on the serial console (the getty is masked there) and in
 /run/longhaul/firstboot.json: the name, role, addresses and host key fingerprint.
@@ -44,6 +57,9 @@ from pathlib import Path
 ROLES = ("sender", "receiver", "router", "generator", "controller")
 SEED_LABEL = "LHSEED"
 ETC = Path("/etc/longhaul")
+LONGHAUL = "/usr/local/bin/longhaul"
+UNIT_DIR = Path("/etc/systemd/system")
+SCHEDULE_KEYS = {"suite": str, "on_calendar": str, "on_kernel_change": bool}
 CMDLINE_KEYS = {"name": "name", "role": "role", "mgmt": "mgmt", "mgmt_if": "mgmt_if", "gateway": "gateway"}
 
 
@@ -78,7 +94,7 @@ def merge(*seeds: dict) -> dict:
 
 
 def validate(seed: dict) -> None:
-    allowed = {"name", "role", "authorized_keys", "host_key", "interfaces", "routes", "sysctl"}
+    allowed = {"name", "role", "authorized_keys", "host_key", "interfaces", "routes", "sysctl", "schedule"}
     unknown = sorted(set(seed) - allowed)
     if unknown:
         raise SeedError(f"unknown seed keys {unknown}; allowed: {sorted(allowed)}")
@@ -93,6 +109,61 @@ def validate(seed: dict) -> None:
     for i, route in enumerate(seed.get("routes", [])):
         if set(route) != {"to", "via"}:
             raise SeedError(f"routes[{i}]: needs exactly to and via")
+    if "schedule" in seed:
+        validate_schedule(seed["schedule"], seed.get("role", "sender"))
+
+
+def validate_schedule(schedule: dict, role: str) -> None:
+    """The shape only; the suite, calendar and units are checked by `longhaul schedule` itself."""
+    if role != "controller":
+        raise SeedError(f"schedule: only a controller runs suites (role = {role!r})")
+    if not isinstance(schedule, dict) or not isinstance(schedule.get("suite"), str):
+        raise SeedError("schedule: needs suite = \"<profile name>\"")
+    for key, value in schedule.items():
+        if key not in SCHEDULE_KEYS or not isinstance(value, SCHEDULE_KEYS[key]):
+            raise SeedError(f"schedule.{key} = {value!r}: allowed {', '.join(f'{k} ({t.__name__})' for k, t in SCHEDULE_KEYS.items())}")
+    if "on_calendar" not in schedule and not schedule.get("on_kernel_change"):
+        raise SeedError("schedule: needs on_calendar, on_kernel_change = true, or both")
+
+
+def schedule_argv(schedule: dict) -> list[str]:
+    """The `longhaul schedule` command that installs a seed's [schedule]."""
+    argv = [LONGHAUL, "schedule", schedule["suite"], "--config", str(ETC / "config.toml")]
+    if "on_calendar" in schedule:
+        argv += ["--on-calendar", schedule["on_calendar"]]
+    if schedule.get("on_kernel_change"):
+        argv.append("--on-kernel-change")
+    return argv
+
+
+def schedule_units(schedule: dict) -> list[Path]:
+    """The unit files `longhaul schedule` writes for it (appliance/schedule/units.py's names)."""
+    base = UNIT_DIR / f"longhaul-suite-{schedule['suite']}"
+    return ([Path(f"{base}.timer")] if "on_calendar" in schedule else []) + (
+        [Path(f"{base}-boot.service")] if schedule.get("on_kernel_change") else [])
+
+
+def install_schedule(schedule: dict) -> bool:
+    """Runs `longhaul schedule` unless this image revision already installed this very schedule
+    and its units are there: longhaul's start-up takes about 30 s under emulation, and sshd waits
+    for first boot. False when kept as it was."""
+    stamp = json.dumps({"argv": schedule_argv(schedule), "image": _text(ETC / "image-revision")})
+    if _text(ETC / "schedule.installed") == stamp and all(p.exists() for p in schedule_units(schedule)):
+        return False
+    # bounded: a stuck install must not hold the boot
+    done = subprocess.run(schedule_argv(schedule), capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SeedError(f"schedule: longhaul schedule exited {done.returncode}: "
+                        + " ".join((done.stderr or done.stdout).split())[-300:])
+    (ETC / "schedule.installed").write_text(stamp)
+    return True
+
+
+def _text(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
 
 
 def resolve(iface: dict, links: dict[str, str]) -> str:
@@ -199,10 +270,15 @@ def install_identity(seed: dict, seed_dir: Path | None) -> str:
     return done.stdout.strip()
 
 
-def install_controller(seed_dir: Path | None) -> None:
+def install_controller(seed_dir: Path | None, run_at_boot: bool = True) -> None:
     """The controller unit runs /etc/longhaul/config.toml: the seed may carry it, its profiles/
-    and its hardware/ inventory and keys."""
-    (ETC / "controller").touch()
+    and its hardware/ inventory and keys. A scheduled controller does not: its suite's units
+    decide when the lab runs, and a run of the config at every boot would share the lab with them."""
+    marker = ETC / "controller"
+    if run_at_boot:
+        marker.touch()
+    else:
+        marker.unlink(missing_ok=True)
     if seed_dir is None:
         return
     if (seed_dir / "config.toml").exists():
@@ -238,15 +314,17 @@ def main() -> int:
         ETC.mkdir(exist_ok=True)
         (ETC / "role").write_text(role + "\n")
         if role == "controller":
-            install_controller(seed_dir)
+            install_controller(seed_dir, run_at_boot="schedule" not in seed)
+        if "schedule" in seed:
+            install_schedule(seed["schedule"])
         state = {"name": seed.get("name", ""), "role": role, "kernel": os.uname().release,
                  "addresses": [i.get("address") for i in seed.get("interfaces", []) if i.get("address")],
-                 "host_key": fingerprint}
+                 "host_key": fingerprint, "schedule": seed.get("schedule", {}).get("suite")}
         Path("/run/longhaul").mkdir(parents=True, exist_ok=True)
         Path("/run/longhaul/firstboot.json").write_text(json.dumps(state) + "\n")
         report("longhaul-firstboot: ready " + json.dumps(state))
         return 0
-    except (SeedError, OSError, subprocess.CalledProcessError, tomllib.TOMLDecodeError) as exc:
+    except (SeedError, OSError, subprocess.SubprocessError, tomllib.TOMLDecodeError) as exc:
         report(f"longhaul-firstboot: FAILED {exc}")
         print(f"longhaul-firstboot: {exc}", file=sys.stderr)
         return 1

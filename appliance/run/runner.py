@@ -20,7 +20,9 @@ from longhaul.appliance.run.jobs import Job, PlannedCell, plan, schedule
 from longhaul.appliance.run.preflight import check_ccas, check_tools, needs_of
 from longhaul.appliance.run.trial import Chooser, run_trial
 from longhaul.appliance.run.verify import verify
+from longhaul.collectors.live.fingerprint import lab_fingerprint
 from longhaul.collectors.live.telegraf import TelegrafFleet
+from longhaul.collectors.store.fingerprint import CONTROLLER, FINGERPRINT, HOSTS
 from longhaul.collectors.store.format import LAB_DIR, RUN_LOG
 from longhaul.collectors.store.influx.mirror import InfluxMirror, preflight
 from longhaul.collectors.store.influx.points import run_tags
@@ -204,8 +206,22 @@ class Runner:
                               f"{topo.rtt_ms:g} ms, queue {topo.queue_bytes} B, delay by {self._session.features.delay}")
         self._lab, self._lab_key = lab, lab_key(spec)
         lab.build()
+        self._take_fingerprint(lab, store, workdir.name)
         self._start_telegraf(lab, store, workdir)
         return lab
+
+    def _take_fingerprint(self, lab, store: FileRunWriter, lab_name: str) -> None:
+        """Every lab host's and the controller's environment, once a run, as the first lab applied
+        it (qdiscs, sysctls); a resumed run keeps the one its first start took."""
+        if FINGERPRINT in store.manifest:
+            return
+        found = lab_fingerprint({h.name: lab.executor(h.name) for h in lab.topo.hosts}, lab=lab_name)
+        store.update_manifest(**{FINGERPRINT: found})
+        failed = {name: fp["error"] for name, fp in {CONTROLLER: found[CONTROLLER], **found[HOSTS]}.items()
+                  if "error" in fp}
+        if failed:
+            self.progress.message(f"no environment fingerprint of {', '.join(failed)} ({next(iter(failed.values()))}); "
+                                  "the run goes on")
 
     def _start_telegraf(self, lab, store: FileRunWriter, workdir: Path) -> None:
         """Telegraf on every host of the lab, for as long as the lab stands (docs/telemetry.md)."""

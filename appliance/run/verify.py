@@ -19,6 +19,7 @@ from longhaul.appliance.config.load import VerifySection
 from longhaul.appliance.config.profiles import CellSpec
 from longhaul.collectors.live.host_cpu import StealMeter
 from longhaul.collectors.live.shaper_meter import ShaperMeter, backlogged_rate
+from longhaul.collectors.store.format import CALIBRATION_LABEL
 from longhaul.drivers import iperf3
 from longhaul.hardware.executors.process import wait_until
 from longhaul.hardware.path_rtt import idle_rtt
@@ -71,9 +72,11 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path) -> 
     elif abs(measured_rtt - topo.rtt_ms) > rtt_tol:
         problems.append(f"idle RTT {measured_rtt:.1f} ms vs configured {topo.rtt_ms:g} ms (tolerance {rtt_tol:.1f} ms)")
     rate_tol = topo.bottleneck_rate_mbps * settings.rate_tolerance_pct / 100
-    if measured_rate is None:
+    # a calibration cell measures what the host carries unshaped: its rate is a result, not a setting
+    calibration = bool(spec.labels.get(CALIBRATION_LABEL))
+    if measured_rate is None and not calibration:
         problems.append("the rate probe never kept a queue at the bottleneck for a whole second")
-    elif abs(measured_rate - topo.bottleneck_rate_mbps) > rate_tol:
+    elif measured_rate is not None and not calibration and abs(measured_rate - topo.bottleneck_rate_mbps) > rate_tol:
         problems.append(f"bottleneck rate {measured_rate:.1f} Mb/s vs configured {topo.bottleneck_rate_mbps:g} Mb/s "
                         f"(tolerance {rate_tol:.1f} Mb/s)")
     if problems and steal.percent is not None and steal.percent >= STARVED_STEAL_PCT:

@@ -42,6 +42,9 @@ EVENTS_COLUMNS = ("flow", "burst", "planned_start_s", "launched_s", "planned_sto
 DECISIONS_CSV = "decisions.csv"        # only for flows whose bursts' CCA is chosen during the trial
 DECISIONS_COLUMNS = ("flow", "burst", "t_s", "cca", "note")
 
+# A cell's `labels` that mean something to longhaul itself
+CALIBRATION_LABEL = "calibration"      # a regression suite's calibration cell (docs/regression.md)
+
 # Values of `status`
 RUN_STATES = ("running", "complete", "interrupted", "failed")
 CELL_STATES = ("pending", "running", "complete", "failed", "refused", "interrupted", "not run")

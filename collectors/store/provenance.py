@@ -12,6 +12,7 @@ from pathlib import Path
 
 from longhaul import __version__
 from longhaul.collectors.store import format as fmt
+from longhaul.drivers.agents.fingerprint import tool_version
 
 
 def new_run_id() -> str:
@@ -32,16 +33,15 @@ def git_revision(repo: Path) -> dict:
             "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
 
 
+# The manifest's `tools`: its key -> the fingerprint agent's name of the tool (the agent holds how
+# each one tells its version: drivers/agents/fingerprint.py VERSION_ARGV).
+CONTROLLER_TOOLS = {"iperf3": "iperf3", "fping": "fping", "iproute2": "ip", "iptables": "iptables"}
+
+
 def tool_versions() -> dict:
-    out = {}
-    for tool, argv in {"iperf3": ["iperf3", "--version"], "fping": ["fping", "--version"],
-                       "iproute2": ["ip", "-V"], "iptables": ["iptables", "--version"]}.items():
-        try:
-            res = subprocess.run(argv, capture_output=True, text=True, timeout=5)
-            out[tool] = (res.stdout or res.stderr).strip().splitlines()[0]
-        except (OSError, subprocess.TimeoutExpired, IndexError):
-            out[tool] = None
-    return out
+    """The controller's tools as the manifest's `tools` records them: the first line of each
+    version output, None for a tool that is not installed."""
+    return {key: tool_version(name) for key, name in CONTROLLER_TOOLS.items()}
 
 
 def host_info() -> dict:

@@ -116,6 +116,12 @@ class FileRunWriter:
         self._write_manifest()
         self._mirror("write_manifest", manifest)
 
+    def update_manifest(self, **sections) -> None:
+        """Sections learnt during the run (the fingerprint, once the first lab stands): on disk at
+        once, and handed on to the mirrors as the whole manifest, like the first one."""
+        self.manifest.update(sections)
+        self.write_manifest(self.manifest)
+
     def begin_cell(self, entry: CellEntry) -> CellEntry:
         if self.entry(entry.id) is None:
             self.cells.append(entry)

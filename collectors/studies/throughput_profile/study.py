@@ -3,10 +3,12 @@
 `longhaul analyze profile` (appliance/cli/analyze.py) prints or serialises it; the report's
 section (section.py) draws it. Both start from the tidy trial table (analysis.load_trials for a run
 directory or CSV, analysis.trials_from_store for an open store) and call analyse(), so a number in
-the report is the number the CLI gives for the same run.
+the report is the number the CLI gives for the same run. transition_rtts() is what the regression
+study follows across a suite's runs (collectors/studies/registry.py hands it over).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from longhaul.collectors.studies.throughput_profile import dynamics as dyn
@@ -17,6 +19,7 @@ from longhaul.collectors.studies.throughput_profile.analysis import (
     build_profiles,
     capacity_of,
     distinct_rtts,
+    trials_from_store,
 )
 from longhaul.collectors.studies.throughput_profile.transition_rtt import TransitionFit, fit_profiles
 
@@ -49,3 +52,15 @@ def analyse(trials: list[Trial], capacity_mbps: float | None = None, dynamics: b
     return ProfileAnalysis(trials=trials, rtts_ms=distinct_rtts(trials), profiles=profiles,
                            capacity_mbps=scale, capacity_source=source, fits=fit_profiles(profiles, scale),
                            traces=traces, missing_traces=missing)
+
+
+def transition_rtts(store) -> dict[str, float]:
+    """A stored run's transition RTT per transport configuration, as the regression study tracks it
+    across a suite's runs ({"transition_rtt.cubic / 1 / large": ms}); {} for a run that is not an
+    RTT sweep (fewer than 3 RTTs: no profile to fit)."""
+    trials = trials_from_store(store)
+    if len(distinct_rtts(trials)) < 3:
+        return {}
+    fits = analyse(trials, dynamics=False).fits
+    return {f"transition_rtt.{config.label}": float(fit.tau_t_ms) for config, fit in fits.items()
+            if fit is not None and math.isfinite(fit.tau_t_ms)}
