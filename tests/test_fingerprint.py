@@ -26,7 +26,7 @@ from longhaul.appliance.config.load import load_config
 from longhaul.appliance.run.runner import Runner
 from longhaul.collectors.live.fingerprint import (
     agent_argv,
-    controller_fingerprint,
+    fingerprint_host,
     lab_fingerprint,
     parse_agent_output,
     take_fingerprints,
@@ -35,7 +35,6 @@ from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store.fingerprint import (
     FINGERPRINT,
     Change,
-    changed_categories,
     diff_fingerprints,
     fingerprint_of,
     flatten,
@@ -188,7 +187,7 @@ def test_take_fingerprints_in_parallel_a_failing_host_is_one_line(veth_namespace
 
 
 def test_the_controller_and_a_whole_section():
-    assert controller_fingerprint()["kernel"]["release"] == os.uname().release
+    assert fingerprint_host(LocalExecutor("controller", ProcessTable()))["kernel"]["release"] == os.uname().release
     sect = lab_fingerprint({"S1": LocalExecutor("S1", ProcessTable())}, lab="lab-1")
     assert list(sect) == ["controller", "hosts", "taken", "lab"] and list(sect["hosts"]) == ["S1"]
     assert sect["lab"] == "lab-1" and sect["taken"].endswith("Z")
@@ -269,7 +268,7 @@ def test_a_kernel_upgrade_on_four_hosts_is_one_line(vm_fp):
     changes = diff_fingerprints(lab_section(vm_fp), lab_section(vm_fp, **dict.fromkeys(LAB, new)))
     assert changes == [Change(h, "kernel.release", "6.1.0-50-amd64", "6.1.0-53-amd64") for h in LAB]
     assert summarise(changes) == ["kernel: 6.1.0-50-amd64 -> 6.1.0-53-amd64 on S1, R1, R2, D1 (4 hosts)"]
-    assert changed_categories(changes) == {"kernel"}
+    assert {c.category for c in changes} == {"kernel"}
 
 
 def test_a_sysctl_on_one_host_and_a_host_on_one_side(vm_fp):
@@ -285,7 +284,7 @@ def test_a_sysctl_on_one_host_and_a_host_on_one_side(vm_fp):
     assert summarise(changes) == ["sysctl net.ipv4.tcp_rmem: 4096 131072 6291456 -> 4096 87380 6291456 on R1",
                                   "hosts: D2 only in the second run",
                                   "no fingerprint of R2 in the second run: timed out after 60.0s"]
-    assert changed_categories(changes) == {"sysctl", "(error)", "(host)"}
+    assert {c.category for c in changes} == {"sysctl", "(error)", "(host)"}
     assert diff_fingerprints(None, lab_section(vm_fp))[0] == Change("controller", "(host)", None, "present")
 
 

@@ -68,11 +68,6 @@ def take_fingerprints(executors: dict[str, Executor], timeout: float = AGENT_TIM
         return dict(zip(names, found))
 
 
-def controller_fingerprint(timeout: float = AGENT_TIMEOUT_S) -> dict:
-    """This machine's fingerprint (the agent in a process of its own, as on any host)."""
-    return fingerprint_host(LocalExecutor(CONTROLLER, ProcessTable()), timeout)
-
-
 def lab_fingerprint(executors: dict[str, Executor], lab: str | None = None,
                     timeout: float = AGENT_TIMEOUT_S) -> dict:
     """The manifest's whole section: the lab's hosts and the controller, taken at once."""

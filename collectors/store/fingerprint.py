@@ -160,12 +160,6 @@ def diff_fingerprints(a: dict | None, b: dict | None) -> list[Change]:
     return changes
 
 
-def changed_categories(changes: Iterable[Change]) -> set[str]:
-    """The first dotted component of every changed key (kernel, sysctl, qdisc, cca, nics, cpu,
-    tools, longhaul), and "(host)" / "(error)" for those changes."""
-    return {c.category for c in changes}
-
-
 # -- the summary ---------------------------------------------------------------------------------
 
 def _shown(value: str | None) -> str:

@@ -117,15 +117,15 @@ def check_comparable(base: StoredRun, new: StoredRun) -> None:
 
 
 def compare_runs(base: StoredRun, new: StoredRun, level: float = DEFAULT_LEVEL,
-                 floors: dict | None = None, run_metrics: RunMetrics | None = None) -> Comparison:
-    """The whole comparison; `floors` (metric kind -> samples.Floor) overrides the defaults;
-    `run_metrics` adds the studies' run-level metrics (shown, not tested: one value a run)."""
+                 run_metrics: RunMetrics | None = None) -> Comparison:
+    """The whole comparison (the floors are samples.METRICS'); `run_metrics` adds the studies'
+    run-level metrics (shown, not tested: one value a run)."""
     if not 0 < level < 1:
         raise CompareError(f"level {level!r}: must be between 0 and 1")
     check_comparable(base, new)
     a, b = run_samples(base), run_samples(new)
-    rows = [row for cid in a for row in _cell_rows(a[cid], b[cid], floors or {})]
-    rows += _run_rows(run_level(base, run_metrics or {}), run_level(new, run_metrics or {}), floors or {})
+    rows = [row for cid in a for row in _cell_rows(a[cid], b[cid])]
+    rows += _run_rows(run_level(base, run_metrics or {}), run_level(new, run_metrics or {}))
     tested = [r for r in rows if r.p is not None and not r.calibration]
     comparison = Comparison(base.run_id, new.run_id, run_profiles(base), level, (run_kernel(base), run_kernel(new)),
                             rows, tests=len(tested))
@@ -140,13 +140,13 @@ def compare_runs(base: StoredRun, new: StoredRun, level: float = DEFAULT_LEVEL,
     return comparison
 
 
-def _cell_rows(a: CellSamples, b: CellSamples, floors: dict) -> list[Row]:
+def _cell_rows(a: CellSamples, b: CellSamples) -> list[Row]:
     rows = []
     for name, metric in a.metrics.items():
         base, new = a.values.get(name, []), b.values.get(name, [])
         if not base or not new:
             continue
-        floor = floors.get(metric.kind, metric.floor)
+        floor = metric.floor
         base_median = statistics.median(base)
         shift = stats.hodges_lehmann(base, new)
         low, high = stats.bootstrap_ci(base, new)
@@ -156,14 +156,14 @@ def _cell_rows(a: CellSamples, b: CellSamples, floors: dict) -> list[Row]:
     return rows
 
 
-def _run_rows(a: dict[str, float], b: dict[str, float], floors: dict) -> list[Row]:
+def _run_rows(a: dict[str, float], b: dict[str, float]) -> list[Row]:
     rows = []
     for name in (n for n in a if n in b):
         metric = metric_of(name)
         shift = b[name] - a[name]
         rows.append(Row(RUN_CELL, RUN_CELL, name, metric.unit, False, 1, 1, a[name], b[name], shift,
                         shift / a[name] if a[name] else None, shift, shift, None,
-                        floors.get(metric.kind, metric.floor).of(a[name]), metric.higher_is_better,
+                        metric.floor.of(a[name]), metric.higher_is_better,
                         ONE_VALUE, "one value a run: `longhaul history` follows it"))
     return rows
 

@@ -41,11 +41,6 @@ class Floor:
     def of(self, baseline: float) -> float:
         return max(self.absolute, self.relative * abs(baseline))
 
-    def describe(self, unit: str) -> str:
-        parts = ([f"{self.absolute:g} {unit}".strip()] if self.absolute else []) + \
-                ([f"{self.relative * 100:g} %"] if self.relative else [])
-        return " and ".join(parts) or "none"
-
 
 @dataclass(frozen=True)
 class Metric:
