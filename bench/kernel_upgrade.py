@@ -223,8 +223,12 @@ def wait_for_boot_run(vm: Vm, unit: str, timeout_s: float = 7200.0) -> dict:
     deadline = time.monotonic() + timeout_s
     props = "ActiveState,Result,ExecMainStatus,ExecMainStartTimestampMonotonic,ExecMainExitTimestampMonotonic"
     while time.monotonic() < deadline:
-        values = ssh(vm, ["systemctl", "show", "-p", props, unit]).stdout
-        state = dict(line.split("=", 1) for line in values.splitlines() if "=" in line)
+        _alive(vm)
+        try:        # a VM busy with the suite under TCG may not answer SSH for a while
+            done = ssh(vm, ["systemctl", "show", "-p", props, unit], check=False, timeout=60)
+        except subprocess.TimeoutExpired:
+            continue
+        state = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
         started = int(state.get("ExecMainStartTimestampMonotonic") or 0)
         if started and state.get("ActiveState") not in ("activating", "reloading"):
             ended = int(state.get("ExecMainExitTimestampMonotonic") or 0)
@@ -269,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict = {"accel": None, "image_kernels": manifest.get("kernels")}
     try:
         # the appliance controller's path: firstboot installs the units from the seed's [schedule]
-        vm = boot(args.image, workdir, args.accel, memory_mb=1536, seed_files=files,
+        vm = boot(args.image, workdir, args.accel, memory_mb=1536, cpus=2, seed_files=files,
                   schedule={"suite": SUITE, "on_calendar": "Mon..Fri 02:00", "on_kernel_change": True})
         result.update(accel=vm.accel, boot_s=vm.timings["boot_s"], seeded=seeded_schedule(vm, SUITE))
         releases, default, running = kernels(vm)

@@ -239,13 +239,11 @@ def test_lab_plan_every_host(netem):
     hosts = [h.name for h in topo.hosts]
     assert all(s.host in hosts or s.host is None for s in steps)
     assert {s.host for s in steps if s.argv == ["ip", "link", "set", "lo", "up"]} == set(hosts)
-    veths = [s.argv for s in steps if s.argv[:3] == ["ip", "link", "add"]]
-    assert all(s.host is None for s in steps if s.argv[:3] == ["ip", "link", "add"])
+    veths = [(s.host, s.argv) for s in steps if s.argv[:3] == ["ip", "link", "add"]]
     assert len(veths) == len(topo.links) == 5
-    assert ["ip", "link", "add", "wan", "netns", f"lh-{TAG}-R1", "type", "veth", "peer", "name", "wan",
-            "netns", f"lh-{TAG}-R2"] in veths
-    assert ["ip", "link", "add", "eth0", "netns", f"lh-{TAG}-S2", "type", "veth", "peer", "name", "s2",
-            "netns", f"lh-{TAG}-R1"] in veths
+    # each made inside its first end's namespace (the controller's own eth0 must not collide)
+    assert ("R1", ["ip", "link", "add", "wan", "type", "veth", "peer", "name", "wan", "netns", f"lh-{TAG}-R2"]) in veths
+    assert ("S2", ["ip", "link", "add", "eth0", "type", "veth", "peer", "name", "s2", "netns", f"lh-{TAG}-R1"]) in veths
     for link in topo.links:
         for port in (link.a, link.b):
             assert (port.host, f"ip addr add {port.address} dev {port.ifname}") in by_host(steps, "ip addr")

@@ -125,3 +125,8 @@ def test_cli_exit_status_and_json(tmp_path, capsys):
     other = write_suite_run(tmp_path, "20261103-000000-cccccc", "2026-11-03T00:00:00Z", profile="regression-other")
     assert main(["compare", str(a), str(other)]) == 2
     assert "different profiles" in capsys.readouterr().err
+
+
+def test_runs_without_trials_to_compare_are_not_a_pass(tmp_path):
+    c = compare_runs(*_pair(tmp_path, repeats=0))
+    assert c.tests == 0 and c.exit_status() == 2 and c.status.startswith("nothing to compare")

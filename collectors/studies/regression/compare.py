@@ -93,13 +93,20 @@ class Comparison:
         return [r for r in self.calibration if r.verdict in (REGRESSION, IMPROVEMENT) and metric_of(r.metric).host_check]
 
     def exit_status(self) -> int:
-        """3: a regression; 2: some metric could not be tested (too few repeats); 0: none."""
-        return 3 if self.regressions else 2 if self.too_few else 0
+        """3: a regression; 2: nothing to test (no ok trials on both sides) or some metric could
+        not be tested (too few repeats); 0: none. Silence is never a pass."""
+        return 3 if self.regressions else 2 if self.too_few or not self.tests else 0
+
+    @property
+    def status(self) -> str:
+        if self.regressions:
+            return "regression"
+        if not self.tests:
+            return "nothing to compare: no cell has ok trials in both runs"
+        return f"too few repeats: {self.needed} trials a side reach this level" if self.too_few else "no regression"
 
     def to_dict(self) -> dict:
-        doc = asdict(self)
-        doc["status"] = {3: "regression", 2: "too few repeats", 0: "no regression"}[self.exit_status()]
-        return doc
+        return {**asdict(self), "status": self.status}
 
 
 def check_comparable(base: StoredRun, new: StoredRun) -> None:

@@ -71,10 +71,9 @@ def _verdict(runs: list[StoredRun], store: StoredRun, run_metrics: RunMetrics) -
              "shift": f"{r.shift:+.3g}" + (f" ({r.relative * 100:+.1f} %)" if r.relative is not None else ""),
              "ci": f"[{r.ci_low:+.3g}, {r.ci_high:+.3g}]", "p": "" if r.p is None else f"{r.p:.2g}",
              "verdict": r.verdict, "note": r.note} for r in comparison.rows]
-    status = comparison.exit_status()
     return {"baseline": base.run_id, "new": store.run_id, "kernels": comparison.kernels, "level": comparison.level,
             "tests": comparison.tests, "rows": rows,
-            "status": {3: "regression", 2: f"too few repeats ({comparison.needed} a side needed)", 0: "no regression"}[status],
+            "status": comparison.status,
             "changes": summarise(diff_fingerprints(fingerprint_of(base.manifest), fingerprint_of(store.manifest))),
             "host_changed": [f"{r.metric} {r.relative * 100:+.1f} %" for r in comparison.host_changed if r.relative is not None]}
 

@@ -35,9 +35,11 @@ def lab_plan(topo: Dumbbell, settings: LinkSettings, features: Features) -> list
     for host in topo.hosts:
         steps.append(Step(host.name, ["ip", "link", "set", "lo", "up"]))
     for link in topo.links:
-        steps.append(Step(None, ["ip", "link", "add", link.a.ifname, "netns", topo.host(link.a.host).netns,
-                                 "type", "veth", "peer", "name", link.b.ifname,
-                                 "netns", topo.host(link.b.host).netns]))
+        # made inside the first end's namespace: a kernel such as Debian 12's 6.1 looks the new
+        # name up in the namespace it is asked from, and this machine's own eth0 would refuse
+        # "eth0 netns X" with "File exists"
+        steps.append(Step(link.a.host, ["ip", "link", "add", link.a.ifname, "type", "veth", "peer",
+                                        "name", link.b.ifname, "netns", topo.host(link.b.host).netns]))
         for port in (link.a, link.b):
             steps.append(Step(port.host, ["ip", "addr", "add", port.address, "dev", port.ifname]))
             steps.append(Step(port.host, ["ip", "link", "set", port.ifname, "mtu", str(topo.mtu), "up"]))
