@@ -291,3 +291,13 @@ def test_bottleneck_shapes_split_rtt():
     shapes = bottleneck_shapes(dumbbell(TAG, 1, 1000, 500), SETTINGS)
     assert [(host, s.ifname, s.rate_mbps, s.queue_bytes, s.delay_ms) for s, host in shapes] == \
         [("R1", "wan", 500, 6_000_000, 64), ("R2", "wan", 500, 6_000_000, 64)]
+
+
+def test_lab_plan_leaves_global_core_limits_alone():
+    """On a kernel whose net.core.rmem_max/wmem_max are not per namespace (Debian 12's 6.1), the
+    lab sets only the TCP autotuning limits, which every namespace has."""
+    plain = Features(root=True, netem=True, tbf=True, htb=True, nfqueue=True, congestion_controls=("reno", "cubic"),
+                     allowed_congestion_controls=("reno", "cubic"), core_mem_in_netns=False)
+    sysctls = {" ".join(s.argv) for s in lab_plan(dumbbell(TAG, 1, 1000, 500), SETTINGS, plain) if s.argv[0] == "sysctl"}
+    assert not any("net.core." in s for s in sysctls)
+    assert f"sysctl -q -w net.ipv4.tcp_rmem=4096 131072 {256 * 2**20}" in sysctls

@@ -22,6 +22,9 @@ class Features:
     allowed_congestion_controls: tuple[str, ...] = ()
     tools: dict[str, str | None] = field(default_factory=dict)
     delayline: str | None = None  # path of the built helper, if present
+    # net.core.rmem_max/wmem_max exist in a namespace (per-namespace on newer kernels); where they
+    # do not (Debian 12's 6.1) they are the machine's own, which the lab leaves alone
+    core_mem_in_netns: bool = True
 
     @property
     def delay(self) -> str:
@@ -83,7 +86,8 @@ def detect(delayline_path: Path | None = None) -> Features:
             _ok(inns + ["tc", "qdisc", "del", "dev", "lo", "root"])
         nfqueue = bool(tools["iptables"]) and _ok(
             inns + ["iptables", "-t", "mangle", "-A", "FORWARD", "-j", "NFQUEUE", "--queue-num", "7"])
+        core_mem = _ok(inns + ["test", "-e", "/proc/sys/net/core/rmem_max"])
     finally:
         _ok(["ip", "netns", "del", scratch])
     return Features(root, found["netem"], found["tbf"], found["htb"], nfqueue, available_ccas(),
-                    available_ccas("allowed"), tools, helper)
+                    available_ccas("allowed"), tools, helper, core_mem)

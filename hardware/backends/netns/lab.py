@@ -27,6 +27,7 @@ from longhaul.hardware.tuning import host_sysctls, sysctl_argv
 log = logging.getLogger(__name__)
 LINUX = ROUTERS["linux"]
 NETNS_ETC = Path("/etc/netns")
+CORE_MEM = ("net.core.rmem_max", "net.core.wmem_max")
 
 
 def lab_plan(topo: Dumbbell, settings: LinkSettings, features: Features) -> list[Step]:
@@ -49,6 +50,10 @@ def lab_plan(topo: Dumbbell, settings: LinkSettings, features: Features) -> list
     for host in topo.hosts:          # the routers are namespaces of this machine: Linux routers
         settings_for = LINUX.sysctls(shapes[host.name]) if host.role == "router" else host_sysctls(
             settings.cca, settings.buffer, list(features.allowed_congestion_controls))
+        if not features.core_mem_in_netns:
+            # the machine's own limits there: TCP autotuning still reaches the buffer through
+            # tcp_rmem/tcp_wmem, which every namespace has; only an explicit -w size is capped
+            settings_for = {k: v for k, v in settings_for.items() if k not in CORE_MEM}
         steps += [Step(host.name, argv) for argv in sysctl_argv(settings_for)]
     for link in topo.links:
         if link.kind == "access":
