@@ -53,6 +53,8 @@ VERSION_ARGV: dict[str, list[str]] = {
 # (collectors/live/telegraf.py runs the same ones).
 TOOL_PLACES: dict[str, tuple[str, ...]] = {"telegraf": ("/usr/local/bin/telegraf", str(BUILD_BIN / "telegraf"))}
 COMMAND_TIMEOUT_S = 10.0
+# a tool's --version under emulation (TCG) took over 5 s while a lab was being built
+VERSION_TIMEOUT_S = 20.0
 
 
 class Unreadable(Exception):
@@ -274,9 +276,9 @@ def tool_version(name: str) -> str | None:
         if path is None:
             continue
         try:   # by the name found (not the resolved path, which some tools echo in their line)
-            res = command([executable, *VERSION_ARGV[name][1:]], timeout=5.0)
-        except Unreadable:
-            return None
+            res = command([executable, *VERSION_ARGV[name][1:]], timeout=VERSION_TIMEOUT_S)
+        except Unreadable as exc:   # present but silent (a VM under emulation): not "absent"
+            return f"({exc})"
         lines = (res.stdout.strip() or res.stderr.strip()).splitlines()
         return lines[0].strip() if lines else None
     return None

@@ -102,7 +102,7 @@ class Comparison:
         if self.regressions:
             return "regression"
         if not self.tests:
-            return "nothing to compare: no cell has ok trials in both runs"
+            return "nothing to compare: no cell under test has ok trials in both runs"
         return f"too few repeats: {self.needed} trials a side reach this level" if self.too_few else "no regression"
 
     def to_dict(self) -> dict:
