@@ -43,6 +43,11 @@ def test_suite_runs_skips_an_unchanged_kernel_and_compares(tmp_path, monkeypatch
     out = capsys.readouterr().out
     assert "too few repeats" in out and "fingerprint: no change" in out
     assert len(list(runs.iterdir())) == 2
+    # the suite edited since (one scenario fewer): the run is kept, the comparison refused
+    write_fake_config(tmp_path, SUITE.split("[[scenarios]]\nname = \"shared\"")[0], name="regression-tiny")
+    assert main(["suite", "regression-tiny", "--config", str(config)]) == 2
+    assert "not compared with the previous run" in capsys.readouterr().out
+    assert len(list(runs.iterdir())) == 3
 
 
 def test_a_suite_needs_a_calibration_cell(tmp_path, monkeypatch, capsys):

@@ -125,6 +125,7 @@ def cmd_history(args) -> int:
 def cmd_suite(args) -> int:
     from longhaul.appliance.report import write_report
     from longhaul.appliance.run.suite import SuiteOutcome, check_suite, kernel_unchanged, verdict
+    from longhaul.collectors.studies.regression.compare import CompareError
 
     config = load_config(args.config, [args.suite])
     check_suite(config)
@@ -140,7 +141,11 @@ def cmd_suite(args) -> int:
     finally:
         progress.close()
     write_report(store.dir, tuple(config.data.report.formats))
-    run, baseline, comparison = verdict(store.dir, args.suite, args.level)
+    try:
+        run, baseline, comparison = verdict(store.dir, args.suite, args.level)
+    except CompareError as exc:      # the suite's profile changed since its baseline: say so, exit 2
+        print(f"{args.suite}: not compared with the previous run: {exc}\n{store.dir}")
+        return 2
     outcome = SuiteOutcome(True, str(store.dir), run, baseline, comparison)
     if comparison is not None:
         changes = summarise(diff_fingerprints(fingerprint_of(baseline.manifest), fingerprint_of(run.manifest)))
