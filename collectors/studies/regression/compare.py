@@ -109,11 +109,11 @@ class Comparison:
         return {**asdict(self), "status": self.status}
 
 
-def check_comparable(base: StoredRun, new: StoredRun) -> None:
+def check_comparable(base: StoredRun, new: StoredRun, a: dict[str, CellSamples], b: dict[str, CellSamples]) -> None:
+    """a, b: the runs' samples (run_samples), read once by the caller."""
     if run_profiles(base) != run_profiles(new):
         raise CompareError(f"the runs ran different profiles: {', '.join(run_profiles(base)) or 'none'} "
                            f"in {base.run_id}, {', '.join(run_profiles(new)) or 'none'} in {new.run_id}")
-    a, b = run_samples(base), run_samples(new)
     if list(a) != list(b):
         raise CompareError(f"the runs have different cells: {', '.join(a) or 'none'} in {base.run_id}, "
                            f"{', '.join(b) or 'none'} in {new.run_id}")
@@ -129,8 +129,8 @@ def compare_runs(base: StoredRun, new: StoredRun, level: float = DEFAULT_LEVEL,
     run-level metrics (shown, not tested: one value a run)."""
     if not 0 < level < 1:
         raise CompareError(f"level {level!r}: must be between 0 and 1")
-    check_comparable(base, new)
     a, b = run_samples(base), run_samples(new)
+    check_comparable(base, new, a, b)
     rows = [row for cid in a for row in _cell_rows(a[cid], b[cid])]
     rows += _run_rows(run_level(base, run_metrics or {}), run_level(new, run_metrics or {}))
     tested = [r for r in rows if r.p is not None and not r.calibration]
