@@ -173,14 +173,15 @@ class FakeLab:
         return "".join(f"T {now + k:.6f}\n{self.fping_line(target)}\n" for k in range(self.path.rtt_rounds))
 
     def _shaper_samples(self, period_s: float) -> str:
-        """shaper_meter's loop: the router's clock, then `tc -s -j qdisc show` of a tbf that keeps a
-        backlog and sends at the path's rate."""
+        """shaper_meter's loop: the router's clock, `tc -s -j qdisc show` of a tbf that keeps a
+        backlog and sends at the path's rate, then the clock again."""
         rate_bps = self.spec.bottleneck_rate_mbps * self.path.rate_factor * 1e6
         t0, out = time.time(), []
         for k in range(int(5 / period_s)):
             sent = int(rate_bps / 8 * k * period_s)
             out.append(f"{t0 + k * period_s:.6f}\n"
-                       + json.dumps([{"kind": "tbf", "bytes": sent, "backlog": 30000, "overlimits": k}]) + "\n")
+                       + json.dumps([{"kind": "tbf", "bytes": sent, "backlog": 30000, "overlimits": k}]) + "\n"
+                       + f"={t0 + k * period_s:.6f}\n")
         return "".join(out)
 
     def _tcpinfo(self, host: str, ports: list[int]) -> str:

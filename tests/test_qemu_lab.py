@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from influxd import INFLUXD, influx_server
-from lab_support import PATIENT_VERIFY, write_lab_config
+from lab_support import TCG_VERIFY, write_lab_config
 
 from longhaul.collectors.store.influx.backfill import spooled_counts
 from longhaul.collectors.store.influx.settings import Credential, InfluxSettings
@@ -44,7 +44,7 @@ def vm_run(tmp_path_factory):
     profile = (REPO / "profiles" / "vm-smoke.toml").read_text()
     # under TCG every hop is an emulated VM: 2-6 ms of the idle RTT is the emulation (measured
     # 2.3 ms min, 5.3 ms mean unshaped S1 -> D1), so the RTT check allows 8 ms (config-vm.toml too)
-    config = write_lab_config(tmp, profile, "vm-smoke", verify=PATIENT_VERIFY + "\nrtt_tolerance_ms = 8")
+    config = write_lab_config(tmp, profile, "vm-smoke", verify=TCG_VERIFY)
     config.write_text(config.read_text() + f'\n[lab]\nbackend = "qemu"\n[lab.qemu]\nimage = "{IMAGE}"\n')
     if INFLUXD is None:
         pytest.fail("influxd not installed (make setup installs it)")
@@ -171,7 +171,7 @@ def test_ops_record_runs_on_the_vm_lab(vm_run, tmp_path):
     lab = tmp_path / "lab.toml"
     lab.write_text(OPS_LAB)
     config = write_lab_config(tmp_path, (REPO / "profiles" / "vm-smoke.toml").read_text(), "vm-smoke",
-                              verify=PATIENT_VERIFY + "\nrtt_tolerance_ms = 8")
+                              verify=TCG_VERIFY)
     config.write_text(config.read_text() + f'\n[lab]\nbackend = "qemu"\n[lab.qemu]\nimage = "{IMAGE}"\n')
     out = tmp_path / "ds.csv"
     done = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", "ops", "record", "--lab", str(lab),

@@ -16,6 +16,12 @@ def test_parse_drops_a_block_cut_short():
     assert parse_samples(text) == [(1795358148.1, 1500, 3000, 7), (1795358148.3, 4500, 3000, 7)]
 
 
+def test_parse_times_a_sample_between_its_two_stamps():
+    tbf = '[{"kind":"tbf","bytes":1500,"backlog":0,"overlimits":2}]'
+    text = f"100.0\n{tbf}\n=100.8\n101.0\n{tbf}\n=101.2\n101.4\n{tbf}\n"
+    assert [s[0] for s in parse_samples(text)] == [pytest.approx(100.4), pytest.approx(101.1)]
+
+
 @pytest.mark.lab
 @requires_lab
 def test_meter_reads_a_real_tbf_every_period(tmp_path):

@@ -48,32 +48,37 @@ def backlogged_rate(samples: list[tuple], window_s: float = 1.0) -> float | None
 
 
 # one long-lived sampling loop on the router: a new SSH session per sample would cost a handshake
-# each time, which on a slow router (a VM under TCG) takes the CPU the forwarding needs
-_LOOP_SH = 'while :; do date +%s.%N; tc -s -j qdisc show dev "$1"; sleep "$2"; done'
+# each time, which on a slow router (a VM under TCG) takes the CPU the forwarding needs. The clock
+# is read before and after tc (the second stamp marked "="): a fork and exec of tc takes 0.3-1 s on a
+# VM under TCG, and a sample stamped only before it put a 1 s window's rate 15 % off.
+_LOOP_SH = 'while :; do date +%s.%N; tc -s -j qdisc show dev "$1"; date +=%s.%N; sleep "$2"; done'
 
 
 def parse_samples(text: str) -> list[tuple[float, int, int, int]]:
-    """(router time, bytes, backlog, overlimits) from the loop's output: a `date +%s.%N` line, then
-    tc's JSON; a block cut short at the end is dropped."""
+    """(router time, bytes, backlog, overlimits) from the loop's output: a `date +%s.%N` line, tc's
+    JSON, then `=` and the time again; the sample's time is the midpoint of the two stamps (the
+    counters were read somewhere between them). A block cut short at the end is dropped; one with
+    no closing stamp (the loop's older form) is timed by its opening stamp."""
     samples, t, body = [], None, []
 
-    def flush():
+    def flush(t_end):
         if t is not None and body:
             try:
                 counters = tbf_counters("".join(body))
             except ValueError:
                 return
             if counters:
-                samples.append((t, *counters))
+                samples.append((t if t_end is None else (t + t_end) / 2, *counters))
 
     for line in text.splitlines():
         stripped = line.strip()
-        if stripped and stripped.replace(".", "", 1).isdigit() and "." in stripped:
-            flush()
-            t, body = float(stripped), []
+        closing = stripped.startswith("=")
+        stamp = stripped.lstrip("=")
+        if stamp and stamp.replace(".", "", 1).isdigit() and "." in stamp:
+            flush(float(stamp) if closing else None)
+            t, body = (None, []) if closing else (float(stamp), [])
         elif stripped:
             body.append(stripped)
-    flush()
     return samples
 
 
