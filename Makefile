@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml $(DEBSTAMP)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $@
 
-helpers: $(BIN)/longhaul-delayline $(BIN)/longhaul-pacedudp $(BIN)/longhaul-udtperf build/lib/liblonghaul_dtw.so build/lib/liblonghaul_ccashim.so $(BIN)/telegraf
+helpers: $(BIN)/longhaul-delayline $(BIN)/longhaul-pacedudp $(BIN)/longhaul-udtperf build/lib/liblonghaul_dtw.so build/lib/liblonghaul_ccashim.so build/lib/liblonghaul_plansim.so $(BIN)/telegraf
 $(BIN)/longhaul-delayline: hardware/delayline/delayline.c hardware/delayline/Makefile $(DEBSTAMP)
 	$(MAKE) -C hardware/delayline OUT=$(abspath $(BIN))
 $(BIN)/longhaul-pacedudp: $(wildcard drivers/pacedudp/*.c drivers/pacedudp/*.h) drivers/pacedudp/Makefile $(DEBSTAMP)
@@ -37,6 +37,8 @@ $(BIN)/longhaul-udtperf: drivers/udt/udtperf.cpp drivers/udt/Makefile $(DEBSTAMP
 	$(MAKE) -C drivers/udt OUT=$(abspath $(BIN))
 build/lib/liblonghaul_dtw.so: collectors/studies/ops/dtw/dtw.c collectors/studies/ops/dtw/Makefile $(DEBSTAMP)
 	$(MAKE) -C collectors/studies/ops/dtw OUT=$(abspath build/lib)
+build/lib/liblonghaul_plansim.so: collectors/studies/planning/plansim/plansim.c collectors/studies/planning/plansim/Makefile $(DEBSTAMP)
+	$(MAKE) -C collectors/studies/planning/plansim OUT=$(abspath build/lib)
 build/lib/liblonghaul_ccashim.so: drivers/ccashim/ccashim.c drivers/ccashim/Makefile $(DEBSTAMP)
 	$(MAKE) -C drivers/ccashim OUT=$(abspath build/lib)
 # Telegraf with longhaul's plugins only (Go module proxy; the binary is cached in

@@ -30,10 +30,10 @@ resolves) and the bind address is that name too.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from pathlib import PurePosixPath
 from urllib.parse import quote
 
+from longhaul.drivers import gridftp_log
 from longhaul.drivers.result import Interval, Result
 from longhaul.drivers.tool import BurstSpec, FlowRules, ServerSpec, listening
 
@@ -139,7 +139,6 @@ def prepare_argv(spec: BurstSpec) -> tuple[list[list[str]], list[list[str]]]:
 # --------------------------------------------------------------------------- parsing
 
 _VB = re.compile(r"^\s*(\d+) bytes\s+([\d.]+) MB/sec avg\s+([\d.]+) MB/sec inst\s*$")
-_KV = re.compile(r"([A-Za-z.]+)=(\S*)")
 
 
 def parse_markers(text: str) -> list[tuple[float, int]]:
@@ -158,25 +157,23 @@ def parse_markers(text: str) -> list[tuple[float, int]]:
     return out
 
 
-def _stamp(value: str) -> datetime:
-    return datetime.strptime(value, "%Y%m%d%H%M%S.%f")
-
-
 def parse_transfer_stats(text: str) -> list[dict]:
     """Every netlogger FTP_INFO record, from the server log ("Transfer stats: ...") or the
-    -log-transfer file: DATE START NBYTES STREAMS BUFFER TYPE CODE, retrans per stream if present."""
+    -log-transfer file: DATE START NBYTES STREAMS BUFFER TYPE CODE, retrans per stream if present.
+    Fields are split as gridftp_log.fields does, so a FILE with spaces comes out whole."""
     records = []
     for line in text.splitlines():
         if "NL.EVNT=FTP_INFO" not in line:
             continue
-        fields = dict(_KV.findall(line[line.index("DATE="):] if "DATE=" in line else line))
+        fields = gridftp_log.fields(line)
         rec: dict = {"file": fields.get("FILE"), "type": fields.get("TYPE"),
                      "code": int(fields["CODE"]) if fields.get("CODE", "").isdigit() else None,
                      "bytes": int(fields.get("NBYTES", 0)), "streams": int(fields.get("STREAMS", 0) or 0),
                      "buffer": int(fields.get("BUFFER", 0) or 0), "block": int(fields.get("BLOCK", 0) or 0),
                      "dest": fields.get("DEST", "").strip("[]")}
         if "DATE" in fields and "START" in fields:
-            rec["seconds"] = round((_stamp(fields["DATE"]) - _stamp(fields["START"])).total_seconds(), 6)
+            end, start = gridftp_log.stamp(fields["DATE"]), gridftp_log.stamp(fields["START"])
+            rec["seconds"] = round((end - start).total_seconds(), 6)
         if fields.get("retrans"):
             rec["retrans"] = [int(x) for x in fields["retrans"].split(",") if x.isdigit()]
         records.append(rec)

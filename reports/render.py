@@ -43,13 +43,18 @@ def write_report(run_dir: Path, formats: tuple[str, ...] = FORMATS,
     sections: the studies' sections, in report order (longhaul.collectors.studies.registry.SECTIONS).
     """
     run_dir = Path(run_dir)
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown:
+    if unknown := [f for f in formats if f not in FORMATS]:   # before the (slow) rendering
         raise ValueError(f"unknown report format(s) {unknown}; choose from {FORMATS}")
-    html = render_html(run_dir, sections)
+    return write_document(render_html(run_dir, sections), run_dir, "report", formats)
+
+
+def write_document(html: str, out_dir: Path, stem: str, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Write <stem>.html and/or <stem>.pdf of a rendered page into out_dir; return the paths."""
+    if unknown := [f for f in formats if f not in FORMATS]:
+        raise ValueError(f"unknown report format(s) {unknown}; choose from {FORMATS}")
     written = []
     if "html" in formats:
-        path = run_dir / "report.html"
+        path = out_dir / f"{stem}.html"
         path.write_text(html, encoding="utf-8")
         written.append(path)
     if "pdf" in formats:
@@ -59,10 +64,20 @@ def write_report(run_dir: Path, formats: tuple[str, ...] = FORMATS,
         # hundreds of lines per report that say nothing about the report's content
         logging.getLogger("weasyprint").setLevel(logging.ERROR)
 
-        path = run_dir / "report.pdf"
-        weasyprint.HTML(string=html, base_url=str(run_dir)).write_pdf(path)
+        path = out_dir / f"{stem}.pdf"
+        weasyprint.HTML(string=html, base_url=str(out_dir)).write_pdf(path)
         written.append(path)
     return written
+
+
+def render_document(template: Path, context: dict) -> str:
+    """A page of its own (not a run's report, e.g. a facility plan): `template` rendered with the
+    report's environment, stylesheet (`css`) and macros, from plain data."""
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(Path(template).parent), jinja2.FileSystemLoader(TEMPLATES)])
+    env = _Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
+                       trim_blocks=True, lstrip_blocks=True)
+    css = (TEMPLATES / "report.css").read_text(encoding="utf-8")
+    return env.get_template(Path(template).name).render(css=css, **context)
 
 
 def render_html(run_dir: Path, sections: Sequence[Section] = ()) -> str:

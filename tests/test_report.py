@@ -314,7 +314,8 @@ def test_the_studies_sections_in_report_order():
 
 def test_markup_is_trusted_in_one_place_only():
     """Autoescape is bypassed only by reports.sections.figure (an SVG from matplotlib) and the
-    stylesheet: no HTML is assembled in Python strings and marked safe anywhere else."""
+    stylesheet of each page (the run's report, the facility plan): no HTML is assembled in Python
+    strings and marked safe anywhere else."""
     root = Path(__file__).parent.parent
     code = [p for d in ("reports", "collectors", "appliance") for p in (root / d).rglob("*.py")]
     marked = [p.relative_to(root) for p in code if "Markup(" in p.read_text(encoding="utf-8")]
@@ -322,4 +323,4 @@ def test_markup_is_trusted_in_one_place_only():
     templates = [p for d in ("reports", "collectors") for p in (root / d).rglob("*.j2")]
     safe = [(p.name, line.strip()) for p in templates for line in p.read_text(encoding="utf-8").splitlines()
             if re.search(r"\|\s*safe\b", line)]
-    assert safe == [("report.html.j2", "{{ css | safe }}")]
+    assert sorted(safe) == [("plan.html.j2", "{{ css | safe }}"), ("report.html.j2", "{{ css | safe }}")]

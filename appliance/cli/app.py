@@ -18,6 +18,7 @@ from longhaul.appliance.cli import analyze as analyze_cmd
 from longhaul.appliance.cli import influx as influx_cmd
 from longhaul.appliance.cli import ops as ops_cmd
 from longhaul.appliance.cli import ops_lab as ops_lab_cmd
+from longhaul.appliance.cli import plan as plan_cmd
 from longhaul.appliance.cli import regression as regression_cmd
 from longhaul.appliance.cli import schedule as schedule_cmd
 from longhaul.appliance.cli.progress import Progress
@@ -101,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     ops_lab_cmd.add_parsers(ops_cmd.register(sub))
     schedule_cmd.register(sub)
     regression_cmd.register(sub)
+    plan_cmd.register(sub)
     return parser
 
 
