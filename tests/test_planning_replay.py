@@ -4,6 +4,7 @@ without a lab, and a real replay on the netns lab held to the simulation of the 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from fakes import TINY_PROFILE, FakeBackend, use_fake_backend, write_fake_config
 from lab_support import requires_lab, write_lab_config
 
 from longhaul.appliance.config.load import load_config
-from longhaul.appliance.plan.leg import pool_sizes
+from longhaul.appliance.plan.leg import _series, pool_sizes
 from longhaul.appliance.plan.replay import ReplayLab, default_bin_s, plan_legs, replay
 from longhaul.appliance.plan.shaper import (
     BE_CLASS,
@@ -225,3 +226,14 @@ def test_lab_replay_matches_the_simulation(tmp_path):
     # what crossed the bottleneck is the bytes of the transfers, give or take the last interval's
     delivered = result.leg("baseline").series["delivered_bytes"].sum()
     assert delivered == pytest.approx(result.leg("baseline").transfers["nbytes"].sum(), rel=0.05)
+
+
+def test_a_late_tick_spreads_its_bytes_over_the_seconds_it_covers():
+    """A slow host answered tc 3 s late: its 3 s of bytes are three seconds' worth, not one second's
+    (which would read as three times what the link passes)."""
+    lab = SimpleNamespace(interval_s=1.0, goodput_factor=1.0)
+    ticks = [(0.0, 1.0, 0, 100, 0, 100, None, None), (1.0, 4.0, 0, 300, 0, 300, 5e6, None)]
+    series = _series(ticks, lab)
+    assert list(series["bottleneck_bytes"]) == [100, 100, 100, 100]
+    assert list(series["delivered_bytes"]) == [100, 100, 100, 100]
+    assert series["be_cap_bps"][3] == 5e6 and np.isnan(series["be_cap_bps"][0])

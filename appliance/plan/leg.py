@@ -247,8 +247,8 @@ def _drive(lab, flows, start, size, rate_bps, od, ports, shaper, controller, tic
             if controller is not None:
                 cap = controller.step(now, sample[1], od_active)
                 shaper.set_be_cap(cap)
-            if prev is not None:
-                ticks.append((k, *(b - a for a, b in zip(prev[1:], sample[1:])), shaper.cap_bps,
+            if prev is not None:     # the counters' growth between the two reads, and when they were
+                ticks.append((prev[0], now, *(b - a for a, b in zip(prev[1:], sample[1:])), shaper.cap_bps,
                               controller.od_rate_bps if controller else None))
             prev = sample
             k += 1
@@ -311,14 +311,19 @@ def _read_client(flow: _Flow, raw: Path) -> None:
 
 
 def _series(ticks: list[tuple], lab: LegLab) -> dict[str, np.ndarray]:
-    n = max((t[0] for t in ticks), default=0)
+    """Per interval from t0. Each tick's bytes are spread over the time between its two reads of
+    the counters, not put in one interval: a tick that ran late (a slow host answers tc in
+    seconds) would otherwise show seconds of bytes as one second's, above what the link passes."""
+    n = math.ceil(max((t[1] for t in ticks), default=0.0) / lab.interval_s)
     series = {key: np.zeros(n) for key in ("od_bytes", "be_bytes", "other_bytes", "bottleneck_bytes")}
     series["be_cap_bps"] = np.full(n, np.nan)
     series["od_rate_bps"] = np.full(n, np.nan)
-    for k, od_b, be_b, other_b, neck_b, cap, od_rate in ticks:
-        i = k - 1                       # the tick at k x interval closes interval k - 1
-        series["od_bytes"][i], series["be_bytes"][i], series["other_bytes"][i] = od_b, be_b, other_b
-        series["bottleneck_bytes"][i] = neck_b
+    edges = np.arange(n + 1) * lab.interval_s
+    for t_a, t_b, od_b, be_b, other_b, neck_b, cap, od_rate in ticks:
+        share = np.clip(np.minimum(edges[1:], t_b) - np.maximum(edges[:-1], t_a), 0, None) / max(t_b - t_a, 1e-9)
+        for key, value in (("od_bytes", od_b), ("be_bytes", be_b), ("other_bytes", other_b), ("bottleneck_bytes", neck_b)):
+            series[key] += share * value
+        i = min(n - 1, int(t_b // lab.interval_s))
         series["be_cap_bps"][i] = np.nan if cap is None else cap
         series["od_rate_bps"][i] = np.nan if od_rate is None else od_rate
     # delivered: what crossed the bottleneck (the sender's classes also count what the

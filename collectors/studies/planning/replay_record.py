@@ -25,7 +25,8 @@ replay.json, format "longhaul-plan-replay/1":
                   (frame bytes R1's bottleneck tbf sent), delivered_bytes (bottleneck_bytes, or
                   the three classes' sum where the router has no tbf, x goodput_factor: payload),
                   be_cap_bps (null: uncapped), od_rate_bps (the controller's measure)
-      summary     metrics.class_slowdowns + throughput_stats (bin_s) + cov_concurrency, finished
+      summary     metrics.class_slowdowns + throughput_stats (bin_s) + cov_concurrency, finished,
+                  launch_lag_median_s / _max_s (launched_s - arrival_s: the lab's own command latency)
       simulated   the same summary of simulate() on the same trace, classes, capacity and load
 """
 
@@ -42,6 +43,9 @@ from longhaul.collectors.studies.planning.metrics import class_slowdowns, concur
 from longhaul.collectors.studies.planning.sim import SimResult
 
 REPLAY_FORMAT = "longhaul-plan-replay/1"
+# Above this median lag between a transfer's arrival and its launch, a leg measures the lab's own
+# command latency (a VM under TCG answers each command in seconds) more than the schedule.
+FAITHFUL_LAUNCH_LAG_S = 0.25
 REPLAY_JSON = "replay.json"
 TRANSFER_KEYS = ("arrival_s", "launched_s", "finish_s", "runtime_s", "reference_s", "slowdown", "od", "nbytes",
                  "requested_bps", "received_bytes", "attempts", "port")
@@ -77,6 +81,10 @@ class LegResult:
         out.update(throughput_stats(self.series["delivered_bytes"], self.interval_s, self.bin_s))
         out["cov_concurrency"] = concurrency_cov(t["arrival_s"][done], t["finish_s"][done], self.bin_s)
         out["finished"], out["transfers_total"] = int(done.sum()), len(done)
+        lag = t["launched_s"] - t["arrival_s"]
+        lag = lag[np.isfinite(lag)]
+        out["launch_lag_median_s"] = float(np.median(lag)) if len(lag) else None
+        out["launch_lag_max_s"] = float(np.max(lag)) if len(lag) else None
         return out
 
     def simulated_summary(self) -> dict | None:
@@ -125,6 +133,12 @@ def read_replay(path: Path) -> dict:
     if doc.get("format") != REPLAY_FORMAT:
         raise ValueError(f"{path}: format {doc.get('format')!r}, not {REPLAY_FORMAT}")
     return doc
+
+
+def lagging_legs(doc: dict) -> list[str]:
+    """The legs of a replay document whose launches lagged too far behind their arrivals."""
+    return [f"{leg['name']} (median {leg['summary']['launch_lag_median_s']:.2f} s)" for leg in doc["legs"]
+            if (leg["summary"].get("launch_lag_median_s") or 0) > FAITHFUL_LAUNCH_LAG_S]
 
 
 def _list(values) -> list:

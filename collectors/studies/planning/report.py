@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from longhaul.collectors.studies.planning import reference as ref
+from longhaul.collectors.studies.planning.replay_record import lagging_legs
 from longhaul.collectors.studies.planning.sweep import baseline_at, find, headline
 from longhaul.reports.plots import PALETTE, RC, _to_svg
 from longhaul.reports.render import render_document, write_document
@@ -198,7 +199,11 @@ def replay_context(replay: dict | None) -> dict | None:
         done = leg["summary"]
         rows.append({"load": f"{leg['load_ratio']:g}x", "classes": f"{share} ({done['finished']}/{done['transfers_total']} done)",
                      "lab": _side(done), "sim": _side(leg["simulated"])})
-    return {"description": description, "rows": rows}
+    lagging = lagging_legs(replay)
+    warning = (f"Not faithful: on this lab the transfers started late ({', '.join(lagging)} after their "
+               "arrivals; each command on its hosts takes that long). Slowdowns of short transfers here are the "
+               "lab's latency, not the schedule's." if lagging else "")
+    return {"description": description, "rows": rows, "warning": warning}
 
 
 def context(doc: dict, replay: dict | None = None) -> dict:
