@@ -73,8 +73,9 @@ def test_a_logged_split_uses_the_trace_s_classes():
     trace = _day(200)
     for k, t in enumerate(trace.transfers):
         trace.transfers[k] = Transfer(t.start_s, t.seconds, t.nbytes, OD if k % 4 == 0 else "be")
-    doc = run_plan(trace, SweepSection(split="logged", load_ratios=[1.0, 2.0]))
-    assert {c["od_transfers_pct"] for c in doc["configs"]} == {25.0}
+    doc = run_plan(trace, SweepSection(load_ratios=[1.0, 2.0]))          # auto: every transfer has a class
+    assert doc["split"] == "logged" and {c["od_transfers_pct"] for c in doc["configs"]} == {25.0}
+    assert run_plan(trace, SweepSection(split="random", load_ratios=[1.0]))["split"] == "random"
     assert all(c["transfers"]["od"] == 50 for c in doc["configs"])
     with pytest.raises(ValueError, match="class"):
         run_plan(_day(50), SweepSection(split="logged"))

@@ -40,7 +40,7 @@ from longhaul.collectors.studies.planning.metrics import BIN_S
 from longhaul.collectors.studies.planning.replay_record import REPLAY_FORMAT, REPLAY_JSON, ReplayResult, write_replay
 from longhaul.collectors.studies.planning.settings import ReplaySection
 from longhaul.collectors.studies.planning.sim import split_classes
-from longhaul.collectors.studies.planning.trace import Trace
+from longhaul.collectors.studies.planning.trace import OD, Trace
 from longhaul.core.errors import RunError
 from longhaul.core.paths import REPO
 from longhaul.core.units import parse_queue
@@ -175,7 +175,8 @@ def replay_plan(config: Config, trace: Trace, settings: ReplaySection, out_dir: 
     lab = ReplayLab(bottleneck_rate_mbps=settings.bottleneck_mbps, rtt_ms=settings.rtt_ms, queue=settings.queue,
                     cca=settings.cca)
     replayed = lab_trace(trace, settings, lab)
-    od = split_classes(len(replayed.transfers), settings.od_transfers_pct / 100, settings.seed)
+    od = (np.array([t.cls == OD for t in replayed.transfers]) if replayed.labelled()   # the log's own classes
+          else split_classes(len(replayed.transfers), settings.od_transfers_pct / 100, settings.seed))
     return replay(config, replayed, od, settings.od_bandwidth_pct / 100, out_dir, lab=lab,
                   load_ratios=settings.load_ratios, progress=progress)
 

@@ -27,7 +27,8 @@ class SweepSection(Strict):
     interval_s: float = Field(1.0, gt=0, le=60)        # the scheduling interval, also the slowdown bound
     bin_s: float = Field(60.0, gt=0)                   # peak, mean and CoV bins (section 5.5)
     seed: int = Field(1, ge=0)                         # the random OD/BE split
-    split: Literal["random", "logged"] = "random"      # logged: the trace's own classes (CSV `class`)
+    # logged: the trace's own classes (CSV `class`); auto: logged when every transfer has one
+    split: Literal["auto", "random", "logged"] = "auto"
     od_transfers_pct: list[float] = Field(list(PAPER_OD_TRANSFERS_PCT), min_length=1)
     od_bandwidth_over_pct: list[float] = Field(list(PAPER_OD_BANDWIDTH_OVER_PCT), min_length=1)
     od_bandwidth_full: bool = True
@@ -57,7 +58,7 @@ class ReplaySection(Strict):
 
     keep_one_in: int = Field(12, ge=1)
     span_s: float | None = Field(None, gt=0)       # None: the trace's span / keep_one_in
-    od_transfers_pct: float = Field(30.0, ge=0, le=100)     # the testbed's configuration
+    od_transfers_pct: float = Field(30.0, ge=0, le=100)     # the testbed's; a labelled trace keeps its classes
     od_bandwidth_pct: float = Field(40.0, ge=0, le=100)
     load_ratios: list[LoadRatio] = Field([1.0, 1.5, 2.0], min_length=1)
     seed: int = Field(1, ge=0)

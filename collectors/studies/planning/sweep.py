@@ -47,8 +47,15 @@ def trace_summary(trace: Trace, interval_s: float, bin_s: float) -> dict:
     }
 
 
+def split_mode(trace: Trace, sweep: SweepSection) -> str:
+    """"logged" or "random": auto takes the trace's own classes when every transfer has one."""
+    if sweep.split == "auto":
+        return "logged" if trace.labelled() else "random"
+    return sweep.split
+
+
 def od_mask(trace: Trace, sweep: SweepSection, od_pct: float) -> np.ndarray:
-    if sweep.split == "logged":
+    if split_mode(trace, sweep) == "logged":
         return np.array([t.cls == OD for t in trace.transfers])
     return split_classes(len(trace.transfers), od_pct / 100, sweep.seed)
 
@@ -71,7 +78,7 @@ def run_plan(trace: Trace, sweep: SweepSection) -> dict:
     base_gap = baseline[1.0]["gap_bps"]
     for m in baseline.values():
         m["gap_change"] = metrics.gap_change(m["gap_bps"], base_gap)
-    if sweep.split == "logged":
+    if split_mode(trace, sweep) == "logged":
         od_share = float(np.mean(od_mask(trace, sweep, 0)) * 100)
         configurations = sweep.configurations([round(od_share, 1)])
     else:
@@ -84,7 +91,7 @@ def run_plan(trace: Trace, sweep: SweepSection) -> dict:
         configs.append({"od_transfers_pct": od_pct, "od_bandwidth_pct": bw_pct, "load_ratio": load, **m})
     return {
         "format": PLAN_FORMAT, "created": now_iso(), "longhaul": git_revision(REPO), "host": host_info(),
-        "trace": summary, "sweep": sweep.model_dump(), "capacity_bps": capacity,
+        "trace": summary, "sweep": sweep.model_dump(), "split": split_mode(trace, sweep), "capacity_bps": capacity,
         "capacity_from": "plan" if sweep.capacity_gbps else f"the trace's peak in {sweep.bin_s:g} s bins",
         "baseline": [{"load_ratio": load, **m} for load, m in sorted(baseline.items())],
         "configs": configs, "simulator": "c" if load_library() is not None else "python",
