@@ -108,7 +108,7 @@ def _demand_figure(doc: dict) -> str | None:
             fig.clear()
 
 
-def claim_rows(doc: dict, replay: dict | None = None) -> list[dict]:
+def claim_rows(doc: dict) -> list[dict]:
     """The paper's statements with ours beside them, under the same conditions."""
     b2 = baseline_at(doc, 2.0)
     rows = {}
@@ -134,7 +134,7 @@ def claim_rows(doc: dict, replay: dict | None = None) -> list[dict]:
         text = f"simulated: OD {_x(c3040['avg_bs_od'])}, BE {_x(c3040['avg_bs_be'])}"
         rows["testbed_30_40"] = (text, None)
     t = doc["trace"]["logged"]
-    rows["cov"] = (f"{_x(doc['trace']['logged'].get('cov_concurrency'), 2, '')} and {_x(t.get('cov_throughput'), 2, '')} "
+    rows["cov"] = (f"{_x(t.get('cov_concurrency'), 2, '')} and {_x(t.get('cov_throughput'), 2, '')} "
                    "(this trace)", None)
     return [{"paper": c.text, "where": c.where, "ours": rows[c.key][0],
              "holds": {True: "yes", False: "no", None: DASH}[rows[c.key][1]]}
@@ -208,7 +208,7 @@ def replay_context(replay: dict | None) -> dict | None:
 
 def context(doc: dict, replay: dict | None = None) -> dict:
     return {
-        "doc": doc, "headline": headline(doc), "trace_rows": trace_rows(doc), "claims": claim_rows(doc, replay),
+        "doc": doc, "headline": headline(doc), "trace_rows": trace_rows(doc), "claims": claim_rows(doc),
         "configs": config_rows(doc), "problems": doc["trace"]["problems"][:SHOWN_PROBLEMS],
         "figures": [f for f in (figure(_demand_figure(doc), "The trace's aggregate throughput as logged (1-minute "
                                        "bins), its peak and mean (the paper's Figure 2)."),
