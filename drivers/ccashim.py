@@ -20,8 +20,13 @@ def library_path() -> Path:
     return BUILD_LIB / LIBRARY_NAME
 
 
-def wrap(argv: list[str], cca: str | None, library: Path | None = None) -> list[str]:
-    """argv run with every TCP socket it opens set to `cca` (unchanged when cca is None)."""
-    if not cca:
+def wrap(argv: list[str], cca: str | None, library: Path | None = None,
+         max_pacing_bps: float | None = None, reuse_address: bool = False) -> list[str]:
+    """argv run with every TCP socket it opens set to `cca`, paced at most at max_pacing_bps
+    (bits/s), and with SO_REUSEADDR if reuse_address; unchanged when none is asked for."""
+    settings = ([f"LONGHAUL_TCP_CCA={cca}"] if cca else []) + \
+        ([f"LONGHAUL_MAX_PACING_RATE={max(1, round(max_pacing_bps / 8))}"] if max_pacing_bps else []) + \
+        (["LONGHAUL_REUSEADDR=1"] if reuse_address else [])
+    if not settings:
         return list(argv)
-    return ["env", f"LD_PRELOAD={library or library_path()}", f"LONGHAUL_TCP_CCA={cca}", *argv]
+    return ["env", f"LD_PRELOAD={library or library_path()}", *settings, *argv]

@@ -89,7 +89,7 @@ def server_argv(spec: BurstSpec) -> list[str]:
     return ["sh", "-c", _MKDIR_EXEC, "sh", str(spec.workdir), *argv]
 
 
-def _url(host: str, port: int, path: PurePosixPath | str) -> str:
+def _url(host: str, port: int | str, path: PurePosixPath | str) -> str:
     return f"ftp://{host}:{port}{quote(str(path))}"
 
 
@@ -127,6 +127,13 @@ def client_argv(spec: BurstSpec) -> list[str]:
     src = source_path(spec)
     argv += [f"file://{quote(str(src))}", _url(host, port, receiver_path(spec))]
     return ["sh", "-c", _DISK_SEND, "sh", str(src), *argv]
+
+
+def memory_put_argv(host: str, control_port: int | str, nbytes: int, streams: int = 1) -> list[str]:
+    """One PUT of nbytes from memory to the server's /dev/null (a plan replay's transfer; the
+    port may be a placeholder its agent fills in)."""
+    return ["globus-url-copy", "-vb", "-fast", "-p", str(max(1, streams)), "-len", str(int(nbytes)),
+            "file:///dev/zero", _url(host, control_port, "/dev/null")]
 
 
 def prepare_argv(spec: BurstSpec) -> tuple[list[list[str]], list[list[str]]]:

@@ -100,3 +100,16 @@ class Tool(Protocol):
 def listening(port: int, protocol: str = "tcp") -> list[str]:
     """Readiness argv: `ss` prints a line once something listens on the port."""
     return ["ss", "-lnH" + ("u" if protocol == "udp" else "t"), "sport", "=", f":{port}"]
+
+
+LISTENING_TCP = ["ss", "-lntH"]     # every listening TCP socket: one command for many servers
+
+
+def listening_ports(text: str) -> set[int]:
+    """The local ports of `ss -lntH` lines (State Recv-Q Send-Q Local:Port Peer:Port)."""
+    ports = set()
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[3].rpartition(":")[2].isdigit():
+            ports.add(int(fields[3].rpartition(":")[2]))
+    return ports

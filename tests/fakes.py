@@ -3,8 +3,8 @@
 FakeBackend honours the backend contract (hardware/backends/base.py): a session builds FakeLabs,
 whose executors answer the commands the trial, the verification and the live collectors run with
 canned output of the real tools (tests/data): iperf3 client JSON, fping bursts at the fake path's
-RTT, `ss` readiness lines, the shaper meter's `tc -s -j` samples at the fake path's rate, and the
-tcp_info probe's JSON lines. Nothing is executed; processes "run" until stopped (servers, probes)
+RTT, `ss` readiness lines, the shaper meter's `tc -s -j` samples at the fake path's rate, the
+tcp_info probe's JSON lines, and a plan replay's leg agent's events for the schedule it was given. Nothing is executed; processes "run" until stopped (servers, probes)
 or exit at once (clients), so a trial takes as long as its flows' start times, not their lengths.
 
 Register it for a test with `use_fake_backend(monkeypatch, FakeBackend(...))` and a config with
@@ -29,6 +29,8 @@ from longhaul.appliance.run.trial import BASE_PORT, PORTS_PER_FLOW
 from longhaul.collectors.live.rtt_probe import _BURST_LOOP_SH
 from longhaul.collectors.live.shaper_meter import _LOOP_SH as SHAPER_LOOP_SH
 from longhaul.core.model import Strict
+from longhaul.drivers.agents.replay_leg import MODULE as LEG_AGENT
+from longhaul.drivers.agents.replay_leg import PORT as LEG_PORT
 from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
 from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
 from longhaul.hardware.backends.registry import BACKENDS
@@ -100,11 +102,23 @@ class FakeExecutor:
         self.lab.commands.append((self.name, list(argv)))
         if argv[0] == "fping" and "-C" in argv:          # a burst: fping -C N -q prints to stderr
             return Completed(argv, 0, "", self.lab.fping_line(argv[-1]) + "\n")
+        if argv == ["ss", "-lntH"]:                      # every listener: the servers started here
+            ports = [a[a.index("-p") + 1] for h, a in self.lab.commands if h == self.name and "-p" in a
+                     and ("-s" in a or "globus-gridftp-server" in a)]
+            return Completed(argv, 0, "".join(f"LISTEN 0 5 *:{p} *:*\n" for p in ports), "")
         if argv[0] == "ss":                              # readiness: something listens on the port
             return Completed(argv, 0, f"LISTEN 0 5 *:{argv[-1].lstrip(':')} *:*\n", "")
         if argv[0] == "iperf3" and "-c" in argv:         # the verification's rate probe
             return Completed(argv, 0, self.lab.client_output(), "")
+        if argv[0] == "mktemp":
+            return Completed(argv, 0, f"/tmp/fake.{next(_pids)}\n", "")
+        if argv[:3] == ["sh", "-c", 'cat > "$1"']:        # a file written on the host
+            self.lab.files[argv[-1]] = input or ""
         return Completed(argv, 0, "", "")
+
+    def stop_processes(self, procs: list, term_timeout: float = 3.0) -> None:
+        for proc in procs:
+            proc.stop(term_timeout=term_timeout)
 
     def start(self, argv: list[str], label: str = "", stdout: Path | None = None,
               stderr: Path | None = None) -> FakeProcess:
@@ -126,6 +140,7 @@ class FakeLab:
         self.built = False
         self.torn_down = False
         self.commands: list[tuple[str, list[str]]] = []
+        self.files: dict[str, str] = {}
 
     @property
     def rtt_ms(self) -> float:
@@ -161,7 +176,9 @@ class FakeLab:
         if "longhaul.drivers.agents.tcpinfo_probe" in argv:
             ports = [int(p) for p in argv[argv.index("--ports") + 1].split(",")]
             return math.inf, self._tcpinfo(host, ports)
-        if argv[0] == "iperf3" and "-s" in argv:
+        if LEG_AGENT in argv:
+            return 0.0, self._leg_events(json.loads(self.files[argv[-1]]))
+        if (argv[0] == "iperf3" and "-s" in argv) or "globus-gridftp-server" in argv:
             return math.inf, ""
         if argv[0] == "iperf3" and "-c" in argv:
             return 0.0, self.client_output()
@@ -183,6 +200,26 @@ class FakeLab:
                        + json.dumps([{"kind": "tbf", "bytes": sent, "backlog": 30000, "overlimits": k}]) + "\n"
                        + f"={t0 + k * period_s:.6f}\n")
         return "".join(out)
+
+    def _leg_events(self, schedule: dict) -> str:
+        """The leg agent's events: each transfer launched at its arrival on its class's next port
+        and done 1 s later with the canned client output; BE capped at each OD arrival."""
+        events = [{"ev": "start", "epoch": time.time()}]
+        ports = {True: itertools.cycle(schedule["ports"]["od"]), False: itertools.cycle(schedule["ports"]["be"])}
+        sent = {True: 0, False: 0}
+        for i, transfer in enumerate(schedule["transfers"]):
+            t, od = transfer["arrival_s"], transfer["od"]
+            assert any(LEG_PORT in arg for arg in transfer["argv"])
+            events.append({"ev": "launch", "i": i, "t": t, "port": next(ports[od]), "attempt": 1})
+            if od and schedule["caps"]:
+                events.append({"ev": "cap", "t": t, "bps": schedule["caps"]["capacity_bps"] * 0.6})
+            events.append({"ev": "exit", "i": i, "t": t + 1.0, "attempt": 1, "code": 0, "retry": False,
+                           "stdout": self.client_output(), "stderr": ""})
+            sent[od] += 1_000_000
+            events.append({"ev": "sample", "t": t + 1.0, "od": sent[True], "be": sent[False], "other": 0,
+                           "cap": None, "od_rate": None})
+        events.append({"ev": "end", "t": events[-1]["t"], "reason": "done", "error": None})
+        return "".join(json.dumps(e) + "\n" for e in events)
 
     def _tcpinfo(self, host: str, ports: list[int]) -> str:
         """tcpinfo_probe's JSON lines: one data socket to the first port of each flow whose

@@ -29,7 +29,7 @@ from netns_wiring import routed
 from longhaul.collectors.live.socket_sampler import parse_probe_line
 from longhaul.drivers import gridftp
 from longhaul.drivers.gridftp import GridFTP, parse
-from longhaul.drivers.tool import BurstSpec, listening
+from longhaul.drivers.tool import BurstSpec, listening, listening_ports
 
 DATA = Path(__file__).parent / "data" / "gridftp"
 
@@ -356,3 +356,11 @@ def test_lab_gridftp_put_memory_and_disk(tmp_path):
         _teardown()
     assert not any((Path("/run/netns") / ns).exists() for ns in (NS_A, NS_R, NS_B))
     assert not any((NETNS_ETC / ns).exists() for ns in (NS_A, NS_B))
+
+
+def test_listening_ports_reads_ss_lines():
+    text = ("LISTEN 0      128    0.0.0.0:2024 0.0.0.0:*\n"
+            "LISTEN 0      5         [::]:20001    [::]:*\n"
+            "LISTEN 0      4096   [fe80::1%eth0]:30000 *:*\n")
+    assert listening_ports(text) == {2024, 20001, 30000}
+    assert listening_ports("") == set()

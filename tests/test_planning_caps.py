@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from longhaul.appliance.plan.caps import CapController, CapPolicy, be_cap
+from longhaul.drivers.agents.htb_caps import CapController, CapPolicy, be_cap
 
 C = 100e6
 POLICY = CapPolicy(C, od_share=0.4, headroom=0.05)

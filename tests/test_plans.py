@@ -4,19 +4,12 @@ from __future__ import annotations
 import pytest
 
 from longhaul.appliance.config.schema import Flow
+from longhaul.core.shaping import BURST_S, GSO_MAX, tbf_burst
 from longhaul.drivers.patterns import bursts, on_seconds, span
 from longhaul.hardware.backends.base import LinkSettings, bottleneck_shapes
 from longhaul.hardware.backends.netns.features import Features
 from longhaul.hardware.backends.netns.lab import lab_plan
-from longhaul.hardware.routers.linux_tc import (
-    BURST_S,
-    GSO_MAX,
-    DirectionShape,
-    access_plan,
-    direction_plan,
-    netem_limit_packets,
-    tbf_burst,
-)
+from longhaul.hardware.routers.linux_tc import DirectionShape, access_plan, direction_plan, netem_limit_packets
 from longhaul.hardware.topology import dumbbell, netns_name
 from longhaul.hardware.tuning import buffer_limit, host_sysctls, router_sysctls, sysctl_argv
 

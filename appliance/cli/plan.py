@@ -21,7 +21,7 @@ from longhaul.appliance.config.load import load_config
 from longhaul.appliance.plan.replay import replay_plan
 from longhaul.collectors.studies.planning import synthetic
 from longhaul.collectors.studies.planning.inputs import read_traces
-from longhaul.collectors.studies.planning.replay_record import lagging_legs, read_replay
+from longhaul.collectors.studies.planning.replay_record import read_replay, unfaithful_legs
 from longhaul.collectors.studies.planning.settings import load_plan
 from longhaul.collectors.studies.planning.sweep import headline, run_plan
 from longhaul.collectors.studies.planning.trace import TraceError
@@ -73,9 +73,9 @@ def cmd_plan(args) -> int:
     if lab_config is not None:
         result = replay_plan(lab_config, trace, settings.replay, out / "replay", progress=err.print)
         replay = read_replay(result.path)
-        if lagging := lagging_legs(replay):
-            err.print(f"longhaul plan: the replay's transfers started late on this lab ({', '.join(lagging)}): "
-                      "its slowdowns measure the lab's command latency; the report says so")
+        if unfaithful := unfaithful_legs(replay):
+            err.print(f"longhaul plan: the replay measured this lab more than the schedule ({'; '.join(unfaithful)}); "
+                      "the report says so")
     from longhaul.collectors.studies.planning.report import write_plan_report  # matplotlib: only when writing
 
     written = write_plan_report(doc, out, tuple(args.formats or ("html", "pdf")), replay)

@@ -6,17 +6,17 @@ lab and, beside them, the simulation's of the same trace (record.py's replay.jso
     result = replay(config, compress(trace, ...), od_mask, od_share=0.4, out_dir=Path("replay"))
 
 The backend is whatever the config names (netns, ssh, qemu): the replay opens its session and
-builds one single-pair lab from `ReplayLab` as the runner does, and touches only S1 and D1
-through their executors: iperf3 servers on D1, clients and the class shaper (shaper.py) on S1,
-and S1's tcp_notsent_lowat (below). Everything it starts or changes is undone on the lab's
-cleanup stack, whatever happens; Ctrl-C tears down and keeps the legs done so far.
+builds one single-pair lab from `ReplayLab` as the runner does, and touches only S1, D1 and R1
+through their executors: servers on D1, the leg agent (drivers/agents/replay_leg.py: the clients,
+the caps) and the class shaper (shaper.py) on S1, S1's tcp_notsent_lowat (below), a reader of R1's
+bottleneck counters. Everything it starts or changes is undone on the lab's cleanup stack,
+whatever happens; Ctrl-C tears down and keeps the legs done so far.
 
 The simulation's netCap is the bottleneck's TCP goodput: the shaper meters frames (payload +
 TCP/IP headers with timestamps + Ethernet), so at MTU 1500 a saturated 100 Mb/s bottleneck moves
 1448/1514 x 100 Mb/s of transfer bytes.
 
-The tool is iperf3 on every backend. GridFTP (drivers/gridftp.py) moves files between servers it
-must be set up for; the replay does not drive it yet.
+The transfers are GridFTP where S1 and D1 have it, else iperf3 (tools.py; `tool` names one).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -32,8 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from longhaul.appliance.config.load import Config
-from longhaul.appliance.plan.caps import DEFAULT_HEADROOM
 from longhaul.appliance.plan.leg import Leg, LegLab, run_leg
+from longhaul.appliance.plan.tools import AUTO, PREFERENCE, REPLAY_TOOLS
 from longhaul.collectors.store.provenance import git_revision, host_info, new_run_id, now_iso, tool_versions
 from longhaul.collectors.studies.planning.compress import COMPRESSION, compress, rate_factor_for
 from longhaul.collectors.studies.planning.metrics import BIN_S
@@ -44,6 +45,8 @@ from longhaul.collectors.studies.planning.trace import OD, Trace
 from longhaul.core.errors import RunError
 from longhaul.core.paths import REPO
 from longhaul.core.units import parse_queue
+from longhaul.drivers.agents.htb_caps import DEFAULT_HEADROOM
+from longhaul.drivers.agents.replay_leg import MODULE as AGENT_MODULE
 from longhaul.hardware.backends.base import LabNeeds, LabSpec, LinkSettings, RunContext
 from longhaul.hardware.cleanup import CleanupStack, Interrupted, signals_raise
 from longhaul.hardware.executors.process import ProcessTable
@@ -69,6 +72,7 @@ class ReplayLab:
     cca: str = "cubic"
     mtu: int = 1500
     buffer: str | int = "default"
+    tool: str = AUTO          # tools.py's registry, or auto: the first of PREFERENCE the hosts have
 
     @property
     def queue_bytes(self) -> int:
@@ -139,7 +143,7 @@ def replay(config: Config, trace: Trace, od: np.ndarray, od_share: float, out_di
     result = ReplayResult(out_dir / REPLAY_JSON, header)
     procs = ProcessTable()
     ctx = RunContext(tag=replay_id[-6:], run_dir=out_dir, lab_dir=out_dir / "lab", procs=procs, say=say)
-    needs = LabNeeds(1, ("iperf3",), (lab.cca,), ("iperf3", "tc"))
+    needs = _needs(lab)
     try:
         with signals_raise(), config.backend.session(config.lab, needs, ctx) as session:
             _check_session(session, lab)
@@ -173,7 +177,7 @@ def replay_plan(config: Config, trace: Trace, settings: ReplaySection, out_dir: 
                 progress: Callable[[str], None] | None = None) -> ReplayResult:
     """A plan's replay: its [replay] settings' lab, trace, classes and legs."""
     lab = ReplayLab(bottleneck_rate_mbps=settings.bottleneck_mbps, rtt_ms=settings.rtt_ms, queue=settings.queue,
-                    cca=settings.cca)
+                    cca=settings.cca, tool=settings.tool)
     replayed = lab_trace(trace, settings, lab)
     od = (np.array([t.cls == OD for t in replayed.transfers]) if replayed.labelled()   # the log's own classes
           else split_classes(len(replayed.transfers), settings.od_transfers_pct / 100, settings.seed))
@@ -182,10 +186,8 @@ def replay_plan(config: Config, trace: Trace, settings: ReplaySection, out_dir: 
 
 
 def _check_session(session, lab: ReplayLab) -> None:
-    if session.runs_tools_here:
-        missing = [tool for tool in ("iperf3", "tc") if not shutil.which(tool)]
-        if missing:
-            raise RunError(f"the replay runs {' and '.join(missing)} on this machine: not installed (make setup)")
+    if session.runs_tools_here and not shutil.which("tc"):
+        raise RunError("the replay runs tc on this machine: not installed (make setup)")
     if session.congestion_controls is not None and lab.cca not in session.congestion_controls:
         raise RunError(f"congestion control {lab.cca} is not available on the lab's hosts "
                        f"(available: {', '.join(session.congestion_controls)})")
@@ -197,14 +199,23 @@ def _run(session, lab: ReplayLab, legs: list[Leg], trace: Trace, result: ReplayR
     workdir.mkdir(parents=True, exist_ok=True)
     lab_cleanup = CleanupStack()
     with CleanupStack() as cleanup:
+        # the lab goes first, then what is still running: the session's own processes (the qemu
+        # fleet's VMs) are in the table too, and the lab's teardown needs them
+        cleanup.push("stop processes", ctx.procs.stop_all)
         cleanup.push("tear down lab", lambda: _close(lab_cleanup))
-        cleanup.push("stop processes", ctx.procs.stop_all)         # first: nothing runs while the lab goes
         built = session.lab(lab.spec(), f"{ctx.tag}1", lab_cleanup, workdir)
         say(f"building the replay's lab: {lab.bottleneck_rate_mbps:g} Mb/s, {lab.rtt_ms:g} ms, "
             f"queue {lab.queue_bytes} B, {lab.cca}")
         built.build()
         sender, receiver = built.executor("S1"), built.executor("D1")
+        _check_agent(sender)
+        tool, passed_over = choose_tool(lab.tool, sender, receiver, built.address("D1"))
+        result.header.update(tool=tool.name, tools_passed_over=passed_over)
+        say(f"replay transfers: {tool.name}" + (f" (not {'; '.join(passed_over)})" if passed_over else ""))
         _set_notsent_lowat(sender, lab_cleanup)
+        workdir = receiver.run(["mktemp", "-d", "/tmp/longhaul-replay.XXXXXX"]).stdout.strip()
+        lab_cleanup.push(f"remove the replay's scratch on {receiver.name}",
+                         lambda: receiver.run(["rm", "-rf", workdir], check=False))
         result.header["lab_hosts"] = {name: _kernel(ex) for name, ex in (("S1", sender), ("D1", receiver))}
         leg_lab = LegLab(sender=sender, receiver=receiver, receiver_address=built.address("D1"),
                          ifname=built.topo.access_link("S1").a.ifname, router=built.executor("R1"),
@@ -212,7 +223,8 @@ def _run(session, lab: ReplayLab, legs: list[Leg], trace: Trace, result: ReplayR
                          access_bps=built.topo.access_link("S1").rate_mbps * 1e6,
                          bottleneck_bps=lab.bottleneck_rate_mbps * 1e6, capacity_bps=lab.capacity_bps,
                          goodput_factor=lab.goodput_factor, pacing_overhead=lab.pacing_overhead, mtu=lab.mtu,
-                         cca=lab.cca, headroom=headroom, interval_s=interval_s, bin_s=bin_s)
+                         cca=lab.cca, headroom=headroom, interval_s=interval_s, bin_s=bin_s, tool=tool,
+                         receiver_workdir=workdir)
         for leg in legs:
             say(f"replay leg {leg.name}: {len(trace.transfers)} transfers, load x{leg.load_ratio:g}, "
                 + (f"OD share {leg.od_share:.0%}, BE capped" if leg.capped else "all BE, no cap"))
@@ -224,6 +236,51 @@ def _run(session, lab: ReplayLab, legs: list[Leg], trace: Trace, result: ReplayR
             say(f"replay leg {leg.name} done in {time.monotonic() - started:.0f} s: "
                 f"avg BS OD {_fmt(summary['avg_bs_od'])}, BE {_fmt(summary['avg_bs_be'])}"
                 + (f"; {len(done.errors)} error(s)" if done.errors else ""))
+
+
+def _needs(lab: ReplayLab) -> LabNeeds:
+    """What the session's preflight checks before anything is built: the named tool's programs, or
+    with auto iperf3's (the fallback; GridFTP is looked for on the built lab, choose_tool)."""
+    tool = REPLAY_TOOLS[PREFERENCE[-1] if lab.tool == AUTO else lab.tool]
+    return LabNeeds(1, (tool.name,), (lab.cca,), (*dict.fromkeys((*tool.sender_executables,
+                                                                 *tool.receiver_executables)), "tc"))
+
+
+def _check_agent(sender) -> None:
+    """The leg agent runs on S1 from longhaul's own tree there (an image or a host's checkout)."""
+    done = sender.run([sys.executable, "-c", f"import {AGENT_MODULE}"], check=False, timeout=120)
+    if done.returncode != 0:
+        raise RunError(f"{sender.name} cannot run the replay's leg agent ({sys.executable} -m {AGENT_MODULE}): "
+                       f"{(done.stderr.strip().splitlines() or ['?'])[-1]}; its longhaul is older than this one "
+                       "(qemu: make image; ssh: update the host's checkout)")
+
+
+_MISSING_SH = 'for x; do case "$x" in /*) test -e "$x" ;; *) command -v "$x" >/dev/null ;; esac || echo "$x"; done'
+
+
+def missing_on(executor, needed: Sequence[str]) -> list[str]:
+    """Which of the programs (by name) and files (by absolute path) the host lacks."""
+    if not needed:
+        return []
+    return executor.run(["sh", "-c", _MISSING_SH, "sh", *needed]).stdout.split()
+
+
+def choose_tool(setting: str, sender, receiver, receiver_address: str) -> tuple[object, list[str]]:
+    """The named tool, or with auto the first of PREFERENCE that S1 and D1 can run, and why each
+    tool before it could not; RunError naming what is missing when none can."""
+    passed_over = []
+    for name in PREFERENCE if setting == AUTO else (setting,):
+        tool = REPLAY_TOOLS[name]
+        missing = ([f"{sender.name}: {m}" for m in missing_on(sender, (*tool.sender_executables, *tool.sender_files()))]
+                   + [f"{receiver.name}: {m}" for m in missing_on(receiver, (*tool.receiver_executables,
+                                                                            *tool.receiver_files()))])
+        if not missing:
+            missing = [f"{receiver.name}: {why}" for argv, why in tool.receiver_checks(receiver_address)
+                       if receiver.run(argv, check=False).returncode != 0]
+        if not missing:
+            return tool, passed_over
+        passed_over.append(f"{name}: {', '.join(missing)}")
+    raise RunError(f"the replay's transfers need a tool the lab's hosts can run: {'; '.join(passed_over)}")
 
 
 def _close(stack: CleanupStack) -> None:
@@ -252,7 +309,8 @@ def _header(config: Config, trace: Trace, lab: ReplayLab, replay_id: str, od_sha
             load_ratios: Sequence[float]) -> dict:
     return {
         "format": REPLAY_FORMAT, "replay_id": replay_id, "started": now_iso(), "finished": None,
-        "status": "running", "error": None, "longhaul": git_revision(REPO), "host": host_info(),
+        "status": "running", "error": None, "longhaul": git_revision(REPO), "host": host_info(), "tool": None,
+        "tools_passed_over": [],
         "backend": config.backend.name, "features": None, "lab_hosts": {}, "tools": tool_versions(),
         "trace": {"name": trace.name, "transfers": len(trace.transfers), "sources": list(trace.sources),
                   "generator": json.loads(json.dumps(trace.generator, default=str))},

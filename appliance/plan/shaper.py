@@ -1,6 +1,7 @@
 """The replay's class shaper: an htb on the sender's egress interface with an OD, a BE and an
-"other" class, transfers classified by their server's port range (u32), BE's ceil changed at run
-time. Its class counters are also the replay's per-second measure of what each class sent.
+"other" class, transfers classified by their server's port range (u32). The leg agent on the sender
+(drivers/agents/replay_leg.py) moves BE's cap at run time and reads the class counters, the
+replay's per-second measure of what each class sent (drivers/agents/htb_caps.py).
 
 Where: S1's test interface, the one place the replay can change at run time on every backend
 (the routers' bottleneck shaping belongs to the lab, and on the ssh backend to a facility). What
@@ -12,24 +13,29 @@ is there already decides how the htb goes in:
   of the same limit back (deleting the child would leave tbf a black hole, the kernel's noop);
 - anything else is someone's configuration: refused, nothing changed.
 
-Pure parts (argv builders, parsers) are tested without a lab; `ClassShaper` applies them.
+Pure parts (argv builders, parsers) are tested without a lab; `install` applies them.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
+from longhaul.drivers.agents.htb_caps import (
+    BE_CLASS,
+    HANDLE,
+    OD_CLASS,
+    OTHER_CLASS,
+    QUANTUM,
+    ROOT_CLASS,
+    burst_args,
+    cap_argv,
+    rate_arg,
+)
 from longhaul.hardware.cleanup import CleanupStack
-from longhaul.hardware.routers.linux_tc import DEFAULT_QDISCS, tbf_burst
+from longhaul.hardware.routers.linux_tc import DEFAULT_QDISCS
 
-HANDLE = "7e"                      # the htb's major; its leaves are 7e10:, 7e20:, 7e30:
-OD_CLASS, BE_CLASS, OTHER_CLASS = f"{HANDLE}:10", f"{HANDLE}:20", f"{HANDLE}:30"
-ROOT_CLASS = f"{HANDLE}:1"
-QUANTUM = 30_000                   # DRR quantum: explicit, so no rate makes htb warn about r2q
 LEAF_PACKETS = 10_000              # TCP small queues push back long before this
-MIN_RATE_BPS = 100_000             # htb needs a positive rate: a "zero" cap is this
 
 
 class ShaperError(RuntimeError):
@@ -70,15 +76,6 @@ def _pow2(n: int) -> int:
 
 def _align(value: int, size: int) -> int:
     return -(-value // size) * size
-
-
-def _rate(bps: float) -> str:
-    return f"{max(bps, MIN_RATE_BPS):.0f}bit"
-
-
-def _bursts(bps: float, mtu: int) -> list[str]:
-    burst = str(tbf_burst(max(bps, MIN_RATE_BPS) / 1e6, mtu))
-    return ["burst", burst, "cburst", burst]
 
 
 @dataclass(frozen=True)
@@ -127,11 +124,11 @@ def install_plan(ifname: str, attach: Attach, root_bps: float, od: PortRange, be
     verb = "add" if attach.parent == ["root"] else "replace"
     plan = [["tc", "qdisc", verb, *dev, *attach.parent, "handle", f"{HANDLE}:", "htb", "default", "30"],
             ["tc", "class", "add", *dev, "parent", f"{HANDLE}:", "classid", ROOT_CLASS, "htb",
-             "rate", _rate(root_bps), "ceil", _rate(root_bps), "quantum", str(QUANTUM), *_bursts(root_bps, mtu)]]
+             "rate", rate_arg(root_bps), "ceil", rate_arg(root_bps), "quantum", str(QUANTUM), *burst_args(root_bps, mtu)]]
     for classid, prio in ((OD_CLASS, "0"), (OTHER_CLASS, "1")):
         plan.append(["tc", "class", "add", *dev, "parent", ROOT_CLASS, "classid", classid, "htb",
-                     "rate", _rate(root_bps), "ceil", _rate(root_bps), "prio", prio, "quantum", str(QUANTUM),
-                     *_bursts(root_bps, mtu)])
+                     "rate", rate_arg(root_bps), "ceil", rate_arg(root_bps), "prio", prio, "quantum", str(QUANTUM),
+                     *burst_args(root_bps, mtu)])
     plan.append(cap_argv(ifname, be_cap_bps, root_bps, mtu, verb="add"))
     for classid in (OD_CLASS, BE_CLASS, OTHER_CLASS):
         minor = classid.split(":")[1]
@@ -143,64 +140,12 @@ def install_plan(ifname: str, attach: Attach, root_bps: float, od: PortRange, be
     return plan
 
 
-def cap_argv(ifname: str, be_cap_bps: float | None, root_bps: float, mtu: int, verb: str = "change") -> list[str]:
-    """BE's class at its cap (rate = ceil: it never borrows beyond it); None: uncapped."""
-    cap = root_bps if be_cap_bps is None else min(be_cap_bps, root_bps)
-    return ["tc", "class", verb, "dev", ifname, "parent", ROOT_CLASS, "classid", BE_CLASS, "htb",
-            "rate", _rate(cap), "ceil", _rate(cap), "prio", "1", "quantum", str(QUANTUM), *_bursts(cap, mtu)]
-
-
-_CLASS_LINE = re.compile(r"^class \S+ (\S+)")
-_SENT_LINE = re.compile(r"^\s*Sent (\d+) bytes")
-
-
-def class_bytes(text: str) -> dict[str, int]:
-    """classid -> bytes sent, from `tc -s class show dev IF`: iproute2 6.1 prints classes as text
-    even with -j, so the text is read (a JSON list, from a tc that has it, is read too)."""
-    if text.lstrip().startswith("["):
-        return {item["handle"]: int(item.get("stats", item).get("bytes", 0))
-                for item in json.loads(text) if "handle" in item}
-    out, current = {}, None
-    for line in text.splitlines():
-        if match := _CLASS_LINE.match(line):
-            current = match.group(1)
-        elif (match := _SENT_LINE.match(line)) and current is not None:
-            out[current] = int(match.group(1))
-            current = None
-    return out
-
-
-class ClassShaper:
-    """The htb on one interface of one host: install (undo on the cleanup stack), cap, read."""
-
-    def __init__(self, executor, ifname: str, root_bps: float, mtu: int, od: PortRange, be: PortRange,
-                 min_step_bps: float = 0.0):
-        """min_step_bps: a cap that moved less than this is left alone (a tc call saved)."""
-        self.executor, self.ifname, self.root_bps, self.mtu = executor, ifname, root_bps, mtu
-        self.od, self.be = od, be
-        self.min_step_bps = min_step_bps
-        self.cap_bps: float | None = None
-        self.changes = 0
-
-    def install(self, cleanup: CleanupStack, be_cap_bps: float | None = None) -> None:
-        shown = self.executor.run(["tc", "-j", "qdisc", "show", "dev", self.ifname, "invisible"]).stdout
-        attach = attach_point(self.ifname, json.loads(shown or "[]"))
-        cleanup.push(f"remove the replay's htb on {self.executor.name} {self.ifname}",
-                     lambda: [self.executor.run(argv, check=False) for argv in attach.undo])
-        for argv in install_plan(self.ifname, attach, self.root_bps, self.od, self.be, self.mtu, be_cap_bps):
-            self.executor.run(argv)
-        self.cap_bps = be_cap_bps
-
-    def set_be_cap(self, be_cap_bps: float | None) -> bool:
-        """Change BE's cap if it moved by min_step_bps or more; True if it was changed."""
-        old, new = self.cap_bps, be_cap_bps
-        if (old is None and new is None) or (old is not None and new is not None
-                                             and abs(old - new) < self.min_step_bps):
-            return False
-        self.executor.run(cap_argv(self.ifname, new, self.root_bps, self.mtu))
-        self.cap_bps = new
-        self.changes += 1
-        return True
-
-    def counters(self) -> dict[str, int]:
-        return class_bytes(self.executor.run(["tc", "-s", "class", "show", "dev", self.ifname]).stdout)
+def install(executor, ifname: str, root_bps: float, mtu: int, od: PortRange, be: PortRange,
+            cleanup: CleanupStack) -> None:
+    """The htb on one interface of one host, BE uncapped, its undo on the cleanup stack."""
+    shown = executor.run(["tc", "-j", "qdisc", "show", "dev", ifname, "invisible"]).stdout
+    attach = attach_point(ifname, json.loads(shown or "[]"))
+    cleanup.push(f"remove the replay's htb on {executor.name} {ifname}",
+                 lambda: [executor.run(argv, check=False) for argv in attach.undo])
+    for argv in install_plan(ifname, attach, root_bps, od, be, mtu, None):
+        executor.run(argv)

@@ -140,6 +140,12 @@ class Executor:
         return proc
 
 
+    def stop_processes(self, procs: list, term_timeout: float = 3.0) -> None:
+        """Stop several processes this executor started, each with its escalating stop."""
+        for proc in procs:
+            proc.stop(term_timeout=term_timeout)
+
+
 class LocalExecutor(Executor):
     pass
 

@@ -38,6 +38,7 @@ import shlex
 import signal
 import subprocess
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -350,16 +351,22 @@ class SshExecutor(Executor):
         return res.returncode == 0
 
     def cleanup(self, term_timeout: float = 3.0, kill_timeout: float = 3.0) -> None:
-        """End every remote process group this executor started and has not seen end: TERM to all
-        in one connection, then each process's own stop() (KILL, then the local client)."""
+        """End every remote process group this executor started and has not seen end."""
         with self._lock:
             procs, self._started = self._started, []
+        self.stop_processes(procs, term_timeout, kill_timeout)
+
+    def stop_processes(self, procs: list, term_timeout: float = 3.0, kill_timeout: float = 3.0) -> None:
+        """TERM to all their groups in one connection (one command to a slow host takes seconds,
+        and a connection per process at once overloads its sshd), then each process's own stop()
+        (KILL, then the local client)."""
         live = [p for p in procs if p.poll() is None]
         groups = [p.remote_pgid for p in live if p.remote_pgid is not None]
         if groups and self.signal_remote(groups, signal.SIGTERM):
+            deadline = time.monotonic() + term_timeout
             for proc in live:
                 try:
-                    proc.wait(timeout=term_timeout)
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     pass
         for proc in live:

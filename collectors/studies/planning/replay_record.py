@@ -7,6 +7,8 @@ replay.json, format "longhaul-plan-replay/1":
     longhaul      {version, git_revision, git_dirty}           collectors/store/provenance.py
     host          the controller {hostname, kernel, os}
     backend       the config's lab backend; features: the session's (as in a run manifest)
+    tool          what the transfers were: "gridftp" or "iperf3" (appliance/plan/tools.py);
+    tools_passed_over  why each tool preferred to it could not run on the lab ("gridftp: D1: ...")
     lab_hosts     {S1: kernel, D1: kernel}: uname -r of the hosts the flows ran on
     tools         the controller's tool versions
     trace         {name, transfers, sources, generator}: generator records the compression
@@ -17,16 +19,22 @@ replay.json, format "longhaul-plan-replay/1":
       name, load_ratio, od_share, capped (section 7's BE cap applied), headroom, interval_s, bin_s,
       ports {od: [base, size], be: [base, size]}, cap_changes, duration_s, errors[]
       transfers   per transfer, trace order, arrays: arrival_s (scheduled, from the leg's t0),
-                  launched_s, finish_s (client exit seen; null: did not finish), runtime_s
+                  launched_s (its first launch), finish_s (client exit seen; null: did not
+                  finish), all timed on S1 by the leg agent (drivers/agents/replay_leg.py), runtime_s
                   (finish - arrival), reference_s (trace runtime x load ratio), slowdown (bounded,
                   bound = interval_s), od, nbytes, requested_bps, received_bytes, attempts, port
+                  (the server port the client named: GridFTP's control port)
       series      per interval from t0: t_s (end of the interval), od_bytes, be_bytes,
                   other_bytes (frame bytes the sender's shaper classes sent), bottleneck_bytes
-                  (frame bytes R1's bottleneck tbf sent), delivered_bytes (bottleneck_bytes, or
+                  (frame bytes R1's bottleneck tbf sent, read on R1 and placed by wall-clock
+                  time against the agent's t0), delivered_bytes (bottleneck_bytes, or
                   the three classes' sum where the router has no tbf, x goodput_factor: payload),
-                  be_cap_bps (null: uncapped), od_rate_bps (the controller's measure)
+                  be_cap_bps (null: uncapped), od_rate_bps (the agent's measure)
       summary     metrics.class_slowdowns + throughput_stats (bin_s) + cov_concurrency, finished,
-                  launch_lag_median_s / _max_s (launched_s - arrival_s: the lab's own command latency)
+                  launch_lag_median_s / _max_s (launched_s - arrival_s: the sender's own latency
+                  in starting a client, and any wait for a free server), uncontended_excess_median_s
+                  (runtime_s - reference_s over the transfers the simulation leaves uncontended:
+                  what the lab adds to a transfer's start and finish)
       simulated   the same summary of simulate() on the same trace, classes, capacity and load
 """
 
@@ -43,9 +51,13 @@ from longhaul.collectors.studies.planning.metrics import class_slowdowns, concur
 from longhaul.collectors.studies.planning.sim import SimResult
 
 REPLAY_FORMAT = "longhaul-plan-replay/1"
-# Above this median lag between a transfer's arrival and its launch, a leg measures the lab's own
-# command latency (a VM under TCG answers each command in seconds) more than the schedule.
+# Above this median lag between a transfer's arrival and its launch, a leg measures the sender's
+# own latency (a slow host, too few servers) more than the schedule.
 FAITHFUL_LAUNCH_LAG_S = 0.25
+# Above this median of (lab runtime - trace runtime) over the transfers the simulation leaves
+# uncontended, the lab's own cost of starting and finishing a transfer (a tool's start, its
+# handshakes; seconds on a VM under TCG) weighs in every slowdown. 0.15-0.3 s on the netns lab.
+FAITHFUL_EXCESS_S = 0.5
 REPLAY_JSON = "replay.json"
 TRANSFER_KEYS = ("arrival_s", "launched_s", "finish_s", "runtime_s", "reference_s", "slowdown", "od", "nbytes",
                  "requested_bps", "received_bytes", "attempts", "port")
@@ -85,6 +97,9 @@ class LegResult:
         lag = lag[np.isfinite(lag)]
         out["launch_lag_median_s"] = float(np.median(lag)) if len(lag) else None
         out["launch_lag_max_s"] = float(np.max(lag)) if len(lag) else None
+        alone = done & (self.simulated.slowdown <= 1 + 1e-9) if self.simulated is not None else done[:0]
+        excess = (t["runtime_s"] - t["reference_s"])[alone]
+        out["uncontended_excess_median_s"] = float(np.median(excess)) if len(excess) else None
         return out
 
     def simulated_summary(self) -> dict | None:
@@ -135,10 +150,19 @@ def read_replay(path: Path) -> dict:
     return doc
 
 
-def lagging_legs(doc: dict) -> list[str]:
-    """The legs of a replay document whose launches lagged too far behind their arrivals."""
-    return [f"{leg['name']} (median {leg['summary']['launch_lag_median_s']:.2f} s)" for leg in doc["legs"]
-            if (leg["summary"].get("launch_lag_median_s") or 0) > FAITHFUL_LAUNCH_LAG_S]
+def unfaithful_legs(doc: dict) -> list[str]:
+    """Why each leg of a replay document measured the lab more than the schedule: its launches
+    lagged their arrivals, or the transfers the simulation leaves uncontended took much longer
+    than their runtime (what the lab adds to each transfer's start and finish)."""
+    out = []
+    for leg in doc["legs"]:
+        summary = leg["summary"]
+        lag, excess = summary.get("launch_lag_median_s") or 0, summary.get("uncontended_excess_median_s") or 0
+        if lag > FAITHFUL_LAUNCH_LAG_S:
+            out.append(f"{leg['name']}: launches {lag:.2f} s after their arrivals (median)")
+        if excess > FAITHFUL_EXCESS_S:
+            out.append(f"{leg['name']}: uncontended transfers {excess:.2f} s longer than their runtime (median)")
+    return out
 
 
 def _list(values) -> list:

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from longhaul.collectors.studies.planning import reference as ref
-from longhaul.collectors.studies.planning.replay_record import lagging_legs
+from longhaul.collectors.studies.planning.replay_record import unfaithful_legs
 from longhaul.collectors.studies.planning.sweep import baseline_at, find, headline
 from longhaul.reports.plots import PALETTE, RC, _to_svg
 from longhaul.reports.render import render_document, write_document
@@ -188,7 +188,8 @@ def replay_context(replay: dict | None) -> dict | None:
     gen = trace.get("generator") or {}
     description = (
         f"{trace['transfers']} transfers ({trace['name']}: one in {gen.get('keep_one_in', '?')}, times x "
-        f"{gen.get('time_factor', 1):.3g}, rates x {gen.get('rate_factor', 1):.3g}) as iperf3 flows S1 -> D1 through "
+        f"{gen.get('time_factor', 1):.3g}, rates x {gen.get('rate_factor', 1):.3g}) as {replay.get('tool') or 'iperf3'} "
+        f"transfers S1 -> D1 through "
         f"a {lab['bottleneck_rate_mbps']:g} Mb/s, {lab['rtt_ms']:g} ms bottleneck on the {replay['backend']} backend "
         f"({replay['status']}); each flow paced at its requested rate; with classes, the aggregate BE rate capped "
         f"as section 7 does. Simulated: Listing 1 on the same trace and classes, netCap = the bottleneck's TCP "
@@ -199,10 +200,9 @@ def replay_context(replay: dict | None) -> dict | None:
         done = leg["summary"]
         rows.append({"load": f"{leg['load_ratio']:g}x", "classes": f"{share} ({done['finished']}/{done['transfers_total']} done)",
                      "lab": _side(done), "sim": _side(leg["simulated"])})
-    lagging = lagging_legs(replay)
-    warning = (f"Not faithful: on this lab the transfers started late ({', '.join(lagging)} after their "
-               "arrivals; each command on its hosts takes that long). Slowdowns of short transfers here are the "
-               "lab's latency, not the schedule's." if lagging else "")
+    unfaithful = unfaithful_legs(replay)
+    warning = (f"Not faithful: this lab adds its own time to every transfer ({'; '.join(unfaithful)}). Slowdowns "
+               "of short transfers here are the lab's latency, not the schedule's." if unfaithful else "")
     return {"description": description, "rows": rows, "warning": warning}
 
 

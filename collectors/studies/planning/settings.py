@@ -51,6 +51,10 @@ class SweepSection(Strict):
         return out
 
 
+REPLAY_TOOL_NAMES = ("auto", "gridftp", "iperf3")
+ReplayToolName = Literal[REPLAY_TOOL_NAMES]
+
+
 class ReplaySection(Strict):
     """The lab replay (section 6): the trace thinned to one transfer in keep_one_in, its times
     compressed by the same factor (so as many transfers overlap as in the log: the paper's 24 h ->
@@ -66,6 +70,9 @@ class ReplaySection(Strict):
     rtt_ms: float = Field(10.0, ge=0)
     queue: str | int = "1bdp"
     cca: str = "cubic"
+    # what each transfer is made of: GridFTP where the lab's hosts have it, else iperf3 (auto);
+    # the names are appliance/plan/tools.py's registry, which checks it agrees with REPLAY_TOOL_NAMES
+    tool: ReplayToolName = "auto"
 
 
 class PlanFile(Strict):

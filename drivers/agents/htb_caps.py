@@ -1,4 +1,6 @@
-"""The class caps of seed 003's real-system adaptation (section 7), as pure decisions.
+"""The best-effort cap of seed 003's real-system adaptation (section 7): the decision, and the tc
+that applies it to the replay's htb on the sender (appliance/plan/shaper.py installs the htb; the
+leg agent, replay_leg.py, moves the cap and reads the class counters on the sender itself).
 
 In a real system no log says what a transfer will request, so the scheduler leaves fair sharing
 within a class to TCP and caps only the aggregate best-effort rate: "When a new OD job arrives, we
@@ -18,13 +20,24 @@ last interval:
 The headroom is what lets an OD transfer that is still speeding up (TCP's slow start, a rate
 that grew) take more than it did last interval: without it BE would fill every byte OD left and
 OD could only grow by pushing BE out through losses at the bottleneck.
+
+Imports the standard library and longhaul.core only: it runs on the sender, a VM under TCG too.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 
-DEFAULT_HEADROOM = 0.05     # of capacity
+from longhaul.core.shaping import tbf_burst
+
+DEFAULT_HEADROOM = 0.05            # of capacity
+HANDLE = "7e"                      # the htb's major; its leaves are 7e10:, 7e20:, 7e30:
+OD_CLASS, BE_CLASS, OTHER_CLASS = f"{HANDLE}:10", f"{HANDLE}:20", f"{HANDLE}:30"
+ROOT_CLASS = f"{HANDLE}:1"
+QUANTUM = 30_000                   # DRR quantum: explicit, so no rate makes htb warn about r2q
+MIN_RATE_BPS = 100_000             # htb needs a positive rate: a "zero" cap is this
 
 
 @dataclass(frozen=True)
@@ -82,3 +95,43 @@ class CapController:
                               od_rate_bps=self.od_rate_bps)
         self._arrived = False
         return self.cap_bps
+
+
+def rate_arg(bps: float) -> str:
+    return f"{max(bps, MIN_RATE_BPS):.0f}bit"
+
+
+def burst_args(bps: float, mtu: int) -> list[str]:
+    burst = str(tbf_burst(max(bps, MIN_RATE_BPS) / 1e6, mtu))
+    return ["burst", burst, "cburst", burst]
+
+
+def cap_argv(ifname: str, be_cap_bps: float | None, root_bps: float, mtu: int, verb: str = "change") -> list[str]:
+    """BE's class at its cap (rate = ceil: it never borrows beyond it); None: uncapped."""
+    cap = root_bps if be_cap_bps is None else min(be_cap_bps, root_bps)
+    return ["tc", "class", verb, "dev", ifname, "parent", ROOT_CLASS, "classid", BE_CLASS, "htb",
+            "rate", rate_arg(cap), "ceil", rate_arg(cap), "prio", "1", "quantum", str(QUANTUM), *burst_args(cap, mtu)]
+
+
+def counters_argv(ifname: str) -> list[str]:
+    return ["tc", "-s", "class", "show", "dev", ifname]
+
+
+_CLASS_LINE = re.compile(r"^class \S+ (\S+)")
+_SENT_LINE = re.compile(r"^\s*Sent (\d+) bytes")
+
+
+def class_bytes(text: str) -> dict[str, int]:
+    """classid -> bytes sent, from `tc -s class show dev IF`: iproute2 6.1 prints classes as text
+    even with -j, so the text is read (a JSON list, from a tc that has it, is read too)."""
+    if text.lstrip().startswith("["):
+        return {item["handle"]: int(item.get("stats", item).get("bytes", 0))
+                for item in json.loads(text) if "handle" in item}
+    out, current = {}, None
+    for line in text.splitlines():
+        if match := _CLASS_LINE.match(line):
+            current = match.group(1)
+        elif (match := _SENT_LINE.match(line)) and current is not None:
+            out[current] = int(match.group(1))
+            current = None
+    return out
