@@ -11,7 +11,7 @@ from fakes import TINY_PROFILE, FakeBackend, use_fake_backend, write_fake_config
 from lab_support import requires_lab, write_lab_config
 
 from longhaul.appliance.config.load import load_config
-from longhaul.appliance.plan.leg import leg_series, pool_sizes
+from longhaul.appliance.plan.leg import EventReader, leg_series, pool_sizes
 from longhaul.appliance.plan.replay import ReplayLab, choose_tool, default_bin_s, plan_legs, replay
 from longhaul.appliance.plan.shaper import (
     BE_CLASS,
@@ -287,3 +287,14 @@ def test_a_leg_that_measured_the_lab_is_named_with_why():
     doc = {"legs": [leg("baseline", 0.002, 0.2), leg("scheduled", 0.9, 2.4), leg("old", None, None)]}
     assert unfaithful_legs(doc) == ["scheduled: launches 0.90 s after their arrivals (median)",
                                     "scheduled: uncontended transfers 2.40 s longer than their runtime (median)"]
+
+
+def test_the_events_file_is_read_as_it_grows(tmp_path):
+    path = tmp_path / "agent.jsonl"
+    reader = EventReader(path)
+    assert reader.read() == []                                   # not there yet
+    path.write_text('{"ev": "start", "epoch": 1.0}\n{"ev": "lau')   # the agent is mid-line
+    assert reader.read() == [{"ev": "start", "epoch": 1.0}]
+    with open(path, "a") as fh:
+        fh.write('nch", "i": 0}\n')
+    assert [e["ev"] for e in reader.read()] == ["start", "launch"]

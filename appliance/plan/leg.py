@@ -88,7 +88,6 @@ class LegLab:
     bin_s: float
     tool: object              # tools.py's contract
     receiver_workdir: str     # scratch on D1 for the servers (GridFTP's transfer logs)
-    python: str = sys.executable      # the interpreter with longhaul on the sender (the SSH path map applies)
 
 
 def pool_sizes(sim: SimResult) -> tuple[int, int]:
@@ -137,11 +136,12 @@ def run_leg(lab: LegLab, leg: Leg, trace: Trace, raw: Path, say: Callable[[str],
         _wait_listening(lab.receiver, servers, [lab.tool.pool_port(port) for port in data_ports])
         path = _put_schedule(lab.sender, schedule, cleanup)
         with ShaperMeter(lab.router, lab.router_ifname, raw / "bottleneck.txt", period_s=lab.interval_s) as meter:
-            agent = lab.sender.start([lab.python, "-m", MODULE, path], label=f"replay-leg-{leg.name}",
+            # the interpreter with longhaul on the sender: this one's path (the SSH path map applies)
+            agent = lab.sender.start([sys.executable, "-m", MODULE, path], label=f"replay-leg-{leg.name}",
                                      stdout=events_path, stderr=raw / "agent.err")
             cleanup.push("stop the replay's leg agent", agent.stop)
-            _follow(agent, events_path, LEAD_S + deadline + STOP_MARGIN_S, leg.name, len(start), say)
-    events = read_events(events_path.read_text(errors="replace"))
+            events = _follow(agent, EventReader(events_path), LEAD_S + deadline + STOP_MARGIN_S, leg.name,
+                             len(start), say)
     server_logs = {lab.tool.pool_port(port): _text(raw / f"server-{port}.log") for port in data_ports}
     outcome = leg_outcome(events, len(start), raw, lab.tool, server_logs)
     if not outcome.ended or outcome.failure:   # it crashed, or tc failed: its measures cannot be trusted
@@ -208,8 +208,9 @@ def _put_schedule(executor, schedule: dict, cleanup: CleanupStack) -> str:
     return path
 
 
-def _follow(agent, events_path: Path, timeout_s: float, name: str, n: int, say) -> None:
-    """Until the agent exits (it ends itself at its deadline; this stops it if it does not)."""
+def _follow(agent, reader: EventReader, timeout_s: float, name: str, n: int, say) -> list[dict]:
+    """Until the agent exits (it ends itself at its deadline; this stops it if it does not); its
+    events, each line read and parsed once."""
     began = last = time.monotonic()
     while agent.poll() is None:
         now = time.monotonic()
@@ -218,14 +219,28 @@ def _follow(agent, events_path: Path, timeout_s: float, name: str, n: int, say) 
             raise TimeoutError(f"replay {name}: the leg agent still ran {timeout_s:.0f} s after it started")
         if now - last >= PROGRESS_S:
             last = now
-            say(progress_line(name, read_events(events_path.read_text(errors="replace")), n))
+            say(progress_line(name, reader.read(), n))
         time.sleep(0.2)
+    return reader.read()
 
 
-def read_events(text: str) -> list[dict]:
-    """The agent's complete lines (a line still being written is left for the next read)."""
-    lines = text.split("\n")[:-1]
-    return [json.loads(line) for line in lines if line.startswith("{")]
+class EventReader:
+    """The agent's events file as it grows: each read parses only the complete lines added since
+    the last (a line still being written is left for the next read); read() returns them all."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.events = path, 0, []
+
+    def read(self) -> list[dict]:
+        if self.path.exists():
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+            complete = chunk[:chunk.rfind(b"\n") + 1]
+            self.offset += len(complete)
+            self.events += [json.loads(line) for line in complete.decode(errors="replace").splitlines()
+                            if line.startswith("{")]
+        return self.events
 
 
 def progress_line(name: str, events: list[dict], n: int) -> str:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import signal
 import subprocess
@@ -263,7 +262,6 @@ class Leg:
                 code = flow.proc.poll()
                 if code is None:
                     continue
-                self.running.remove(flow)
                 self.ports[flow.od].give(flow.port, now + self.doc["cooldown_s"])
                 retry = code != 0 and flow.attempt < self.doc["max_attempts"] and self._busy(flow)
                 self._exited(flow, code, retry)
@@ -298,8 +296,7 @@ class Leg:
         return bool(marker) and marker in (self._read(flow, ".out") + self._read(flow, ".err")).lower()
 
     def _exited(self, flow: _Flow, code: int, retry: bool) -> None:
-        if flow in self.running:
-            self.running.remove(flow)
+        self.running.remove(flow)
         self.emit("exit", i=flow.index, t=round(self.clock() - self.t0, 4), attempt=flow.attempt, code=code,
                   retry=retry, stdout=self._read(flow, ".out"), stderr=self._read(flow, ".err"))
 
@@ -335,5 +332,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     sys.exit(main())
