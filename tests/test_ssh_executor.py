@@ -14,6 +14,7 @@ import signal
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -231,4 +232,33 @@ def test_concurrent_runs(lab):
     other = lab.executor()
     out = run_parallel([(ex, ["echo", "1"]), (other, ["echo", "2"])])
     assert [r.stdout for r in out] == ["1\n", "2\n"]
+    lab.assert_clean()
+
+
+@lab_test
+def test_short_commands_share_one_connection_and_long_ones_keep_their_own(lab):
+    def accepted() -> int:          # sshd logs each authenticated connection once
+        return (lab.tmp / "sshd-b.log").read_text().count("Accepted publickey")
+    ex = lab.executor()
+    before = accepted()
+    assert [ex.run(["echo", str(i)]).stdout for i in range(5)] == [f"{i}\n" for i in range(5)]
+    assert lab.executor().run(["true"]).returncode == 0       # another executor, the same host and trust
+    assert accepted() == before + 1
+    proc = ex.start(["sleep", "320"])
+    assert accepted() == before + 2                           # a long-lived process: a connection of its own
+    proc.stop(term_timeout=5)
+    strict = lab.tmp / "kh-empty-shared"
+    strict.write_text("")
+    with pytest.raises(CommandError, match="Host key verification failed"):
+        lab.executor(known_hosts=strict).run(["true"])        # never rides on what another executor trusted
+    assert lab.executor(share=False).run(["true"]).returncode == 0 and accepted() == before + 3
+    lab.assert_clean()
+
+
+@lab_test
+def test_more_commands_at_once_than_sshd_allows_sessions_per_connection(lab):
+    ex = lab.executor()                  # sshd's MaxSessions is 10: 16 at once still all run
+    with ThreadPoolExecutor(16) as pool:
+        outs = list(pool.map(lambda i: ex.run(["sh", "-c", 'sleep 0.3; echo "$1"', "sh", str(i)]).stdout, range(16)))
+    assert outs == [f"{i}\n" for i in range(16)]
     lab.assert_clean()

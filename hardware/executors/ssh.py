@@ -5,11 +5,11 @@ unless ssh_config says otherwise): keys only (BatchMode, IdentitiesOnly, no pass
 keyboard-interactive), host keys checked strictly against one known_hosts file
 (GlobalKnownHostsFile=/dev/null, so nothing else vouches for a host), and trust on first use only
 when asked for (StrictHostKeyChecking=accept-new, which still refuses a key that *changed*).
-No connection sharing (ControlMaster=no): every command is its own ssh process, so stopping one
-never disturbs another, and commands to many hosts run concurrently from threads (sshd's
-MaxStartups, 10 by default, bounds unauthenticated connections per host). The price is one SSH
-handshake per command (tens of ms on a LAN); connection sharing would need its master process
-managed like any other, and is not done.
+Every command is its own ssh client process, so stopping one never disturbs another, and commands
+to many hosts run concurrently from threads. Short commands (run()) share one connection per host
+(ssh_masters.py: a handshake costs tens of ms on a LAN but 1.6 s on a TCG VM); long-lived ones
+(start()) keep a connection each, so they never count against sshd's MaxSessions. `share = False`
+(the inventory's share_connections) gives every command its own connection.
 
 Quoting happens once, at the SSH boundary: argv stays a list until shlex.join makes the one string
 the remote login shell parses (`$SHELL -c STRING`, so that shell must be POSIX: sh, bash, dash, ksh,
@@ -31,6 +31,7 @@ tool that makes its own session (a daemon) escapes its group: run such tools in 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -43,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from longhaul.hardware.executors.process import CommandError, Completed, Executor, Process, ProcessTable
+from longhaul.hardware.executors.ssh_masters import IDLE_S, MASTERS
 
 log = logging.getLogger(__name__)
 
@@ -200,13 +202,14 @@ class SshExecutor(Executor):
     via: an Executor whose wrap() prefixes the ssh client itself (e.g. a NetnsExecutor, so the
     client runs inside a namespace); ssh_config: a client config file instead of the user's
     (`/dev/null` for none); path_map: (controller prefix, host prefix) pairs for where longhaul
-    is installed on the host (see map_paths)."""
+    is installed on the host (see map_paths); share: run() over one shared connection per host."""
 
     def __init__(self, name: str, procs: ProcessTable, host: str, user: str, key, known_hosts,
                  port: int = 22, trust_on_first_use: bool = False, via: Executor | None = None,
                  ssh_config=None, connect_timeout: float = 10.0, grace_s: int = 5, ssh: str = "ssh",
-                 path_map: tuple[tuple[str, str], ...] = ()):
+                 path_map: tuple[tuple[str, str], ...] = (), share: bool = True):
         super().__init__(name, procs)
+        self.share = share
         self.path_map = tuple(path_map)
         self.host, self.user, self.port = host, user, int(port)
         self.key, self.known_hosts = Path(key), Path(known_hosts)
@@ -221,7 +224,7 @@ class SshExecutor(Executor):
 
     # -- the local command line ---------------------------------------------------------------
 
-    def ssh_argv(self, command: str) -> list[str]:
+    def _client(self, sharing: list[str]) -> list[str]:
         checking = "accept-new" if self.trust_on_first_use else "yes"
         argv = [self.ssh]
         if self.ssh_config is not None:
@@ -235,26 +238,39 @@ class SshExecutor(Executor):
                  "-o", "PasswordAuthentication=no",
                  "-o", "KbdInteractiveAuthentication=no",
                  "-o", "PreferredAuthentications=publickey",
-                 "-o", "ControlMaster=no", "-o", "ControlPath=none",
+                 *sharing,
                  "-o", f"ConnectTimeout={max(1, int(self.connect_timeout))}",
                  "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3",
                  "-o", "LogLevel=ERROR",        # no "Permanently added" chatter in the tool's stderr
                  "-p", str(self.port),
-                 f"{self.user}@{self.host}", "--", command]
+                 f"{self.user}@{self.host}"]
         return self.via.wrap(argv) if self.via is not None else argv
 
-    def wrap(self, argv: list[str], watch: bool = True, announce: bool = False) -> list[str]:
+    def _shared(self) -> tuple[list[str], threading.BoundedSemaphore]:
+        """The client options that ride on this host's shared connection, and its session slots."""
+        path = MASTERS.control_path(self._client([]))
+        control = self._client(["-o", f"ControlPath={_ssh_path(path)}"])
+        return (["-o", "ControlMaster=auto", "-o", f"ControlPath={_ssh_path(path)}",
+                 "-o", f"ControlPersist={IDLE_S}"], MASTERS.register(path, control))
+
+    def ssh_argv(self, command: str, sharing: list[str] | None = None) -> list[str]:
+        return [*self._client(sharing or ["-o", "ControlMaster=no", "-o", "ControlPath=none"]), "--", command]
+
+    def wrap(self, argv: list[str], watch: bool = True, announce: bool = False,
+             sharing: list[str] | None = None) -> list[str]:
         argv = map_paths([str(a) for a in argv], self.path_map)
-        return self.ssh_argv(remote_command(argv, watch=watch, announce=announce, grace_s=self.grace_s))
+        return self.ssh_argv(remote_command(argv, watch=watch, announce=announce, grace_s=self.grace_s), sharing)
 
     # -- run, start, stop ---------------------------------------------------------------------
 
     def run(self, argv: list[str], timeout: float = 30.0, check: bool = True, input: str | None = None) -> Completed:
         argv = [str(a) for a in argv]
-        if input is None:
-            code, out, err = self._run_watched(argv, timeout)
-        else:
-            code, out, err = self._run_with_input(argv, timeout, input)
+        sharing, slots = self._shared() if self.share else (None, contextlib.nullcontext())
+        with slots:
+            if input is None:
+                code, out, err = self._run_watched(argv, timeout, sharing)
+            else:
+                code, out, err = self._run_with_input(argv, timeout, input, sharing)
         if check and code != 0:
             raise CommandError(self.name, argv, code, err)
         return Completed(argv, code, out, err)
@@ -265,12 +281,12 @@ class SshExecutor(Executor):
         except FileNotFoundError as exc:
             raise CommandError(self.name, argv, 127, f"not found: {full[0]}") from exc
 
-    def _run_watched(self, argv: list[str], timeout: float) -> tuple[int, str, str]:
+    def _run_watched(self, argv: list[str], timeout: float, sharing: list[str] | None) -> tuple[int, str, str]:
         # our own pipe as ssh's stdin: communicate() would close a PIPE at once, which the remote
         # watcher would take for the end of the session
         read_end, write_end = os.pipe()
         try:
-            popen = self._popen(self.wrap(argv), argv, stdin=read_end, stdout=subprocess.PIPE,
+            popen = self._popen(self.wrap(argv, sharing=sharing), argv, stdin=read_end, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
         except BaseException:
             os.close(write_end)
@@ -294,8 +310,9 @@ class SshExecutor(Executor):
                 os.close(write_end)
         return popen.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
-    def _run_with_input(self, argv: list[str], timeout: float, input: str) -> tuple[int, str, str]:
-        popen = self._popen(self.wrap(argv, watch=False, announce=True), argv, stdin=subprocess.PIPE,
+    def _run_with_input(self, argv: list[str], timeout: float, input: str,
+                        sharing: list[str] | None) -> tuple[int, str, str]:
+        popen = self._popen(self.wrap(argv, watch=False, announce=True, sharing=sharing), argv, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             out, err = popen.communicate(input=input.encode(), timeout=timeout)

@@ -28,6 +28,7 @@ from longhaul.hardware.backends.ssh.inventory import load_inventory
 from longhaul.hardware.backends.ssh.readiness import offset_estimate
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import LocalExecutor, NetnsExecutor, ProcessTable
+from longhaul.hardware.executors.ssh_masters import MASTERS
 
 log = logging.getLogger(__name__)
 
@@ -364,6 +365,7 @@ class VmFleet:
             shutil.copy2(log_file, dest / log_file.name)
 
     def close(self) -> list[str]:
+        MASTERS.close_all()             # the shared SSH connections go before the VMs they reach
         failures = self.cleanup.close()
         shutil.rmtree(self.workdir, ignore_errors=True)     # overlays, seeds and keys of this fleet only
         return failures

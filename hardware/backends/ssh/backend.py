@@ -15,6 +15,7 @@ from longhaul.hardware.backends.ssh.check import check_inventory, wants
 from longhaul.hardware.backends.ssh.inventory import Inventory, inventory_path, load_inventory
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import ProcessTable
+from longhaul.hardware.executors.ssh_masters import MASTERS
 
 log = logging.getLogger(__name__)
 
@@ -91,4 +92,7 @@ class SshBackend:
 
     @contextmanager
     def session(self, configured: SshConfigured, needs: LabNeeds, ctx: RunContext):
-        yield open_session(configured.inventory_path, needs, ctx.procs, self.name)
+        try:
+            yield open_session(configured.inventory_path, needs, ctx.procs, self.name)
+        finally:
+            MASTERS.close_all()          # the shared SSH connections end with the session

@@ -113,6 +113,9 @@ class InventorySection(Strict):
     ssh_key: str | None = None                 # private key, used for every host without its own
     known_hosts: str                           # host keys are checked against this file only
     trust_on_first_use: bool = False           # accept (and record) unknown host keys: opt-in only
+    # short commands share one SSH connection per host (hardware/executors/ssh_masters.py);
+    # false: a connection per command, for an sshd that refuses multiplexed sessions
+    share_connections: bool = True
     # where longhaul is installed on the hosts (its .venv and build/ helpers); unset: at the same
     # path as on the controller. The appliance image has it at /opt/longhaul.
     longhaul_root: str | None = Field(None, pattern=r"^/[^\s\"]*$")
@@ -161,7 +164,7 @@ class Inventory(Strict):
         return SshExecutor(name, procs, host=host.management, user=self.ssh_user(host), key=key,
                            known_hosts=self.inventory.known_hosts, port=host.ssh_port,
                            trust_on_first_use=self.inventory.trust_on_first_use, via=via,
-                           path_map=self.path_map())
+                           path_map=self.path_map(), share=self.inventory.share_connections)
 
     def path_map(self) -> tuple[tuple[str, str], ...]:
         """The controller's install paths -> the hosts' (longhaul_root), for the SSH executor."""

@@ -1,0 +1,126 @@
+"""One SSH connection per host, shared by the short commands an SshExecutor runs (OpenSSH's
+connection sharing: ControlMaster, ControlPath, ControlPersist).
+
+Why: every new connection costs a full handshake on the host. Under TCG a VM's sshd needs about
+1.6 s for it (measured on the appliance image: `true` over a new connection 1.54-1.66 s, over a
+shared one 0.09-0.16 s), and a trial runs hundreds of short commands (readiness polls, counters,
+file reads), so on the qemu lab the handshakes were most of a cell's time.
+
+How: run()'s ssh clients carry ControlMaster=auto, a ControlPath in this controller's private
+directory, and ControlPersist. The first client becomes the master: OpenSSH forks it into the
+background with its stdio on /dev/null, so it holds none of the caller's pipes, and the original
+client carries on as an ordinary client of it. Two clients racing to be first cost nothing: the
+loser finds the socket taken and connects on its own. A master exits by itself IDLE_S after its last
+session, so a controller that died leaves none for long; close_all() ends them all at once: `ssh -O
+exit` over each socket, then TERM and KILL to the pid the master reports about itself (`-O check`),
+checked against that pid's command line before any signal. Backends call it when their session
+ends; atexit calls it as a last resort.
+
+Long-lived processes (start()) keep a connection each: sshd allows MaxSessions (10 by default)
+sessions per connection, and a trial's servers, probes and agents must never count against it.
+Short commands through one master are held to MAX_SESSIONS at a time.
+
+A socket's name hashes every option that decides which host it is and how it is trusted (user,
+host, port, key, known_hosts, trust on first use, client config, the namespace the client runs in),
+so an executor with a stricter known_hosts never rides on a connection that another one accepted.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+IDLE_S = 60
+MAX_SESSIONS = 6            # under sshd's default MaxSessions (10), with room for an operator's own
+_MASTER_PID = re.compile(r"Master running \(pid=(\d+)\)")
+
+
+class Masters:
+    """The shared connections of this controller process: their sockets and how to reach them."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._dir: Path | None = None
+        self._slots: dict[str, threading.BoundedSemaphore] = {}
+        self._control: dict[str, list[str]] = {}        # socket -> argv prefix that talks to it
+
+    def control_path(self, identity: list[str]) -> str:
+        with self._lock:
+            if self._dir is None:
+                # short (a unix socket path has 108 bytes, ssh needs 17 more for its temporary
+                # name) and private: whoever can open the socket can run commands on the host
+                self._dir = Path(tempfile.mkdtemp(prefix="lh-ssh-", dir="/tmp"))
+            digest = hashlib.sha256("\0".join(identity).encode()).hexdigest()[:16]
+            return str(self._dir / digest)
+
+    def register(self, path: str, control_argv: list[str]) -> threading.BoundedSemaphore:
+        """Remember how to reach the master at path (control_argv + [op, destination] asks it
+        something); the semaphore bounds the sessions sent through it at once."""
+        with self._lock:
+            self._control.setdefault(path, list(control_argv))
+            return self._slots.setdefault(path, threading.BoundedSemaphore(MAX_SESSIONS))
+
+    def close_all(self, timeout: float = 5.0) -> list[str]:
+        """End every master this process made; what could not be ended, for the log."""
+        with self._lock:
+            control, directory = dict(self._control), self._dir
+            self._control.clear()
+            self._slots.clear()
+            self._dir = None
+        problems = [p for path, argv in control.items() if (p := _close(path, argv, timeout))]
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+        for problem in problems:
+            log.warning("ssh connection sharing: %s", problem)
+        return problems
+
+
+def _ask(control_argv: list[str], op: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*control_argv[:-1], "-O", op, control_argv[-1]], capture_output=True, text=True,
+                          timeout=10, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _close(path: str, control_argv: list[str], timeout: float) -> str | None:
+    if not os.path.exists(path):
+        return None                              # never made, or already gone idle
+    try:
+        found = _MASTER_PID.search(_ask(control_argv, "check").stderr)
+        _ask(control_argv, "exit")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{path}: {exc}"
+    if found is None:
+        return None                              # it had just exited by itself
+    pid = int(found.group(1))
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if sig is not None and _is_master(pid, path):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while _is_master(pid, path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not _is_master(pid, path):
+            return None
+    return f"master pid {pid} for {path} did not exit"
+
+
+def _is_master(pid: int, path: str) -> bool:
+    """pid is still that master (its command line names its socket), not a reused pid."""
+    try:
+        return path.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+MASTERS = Masters()
+atexit.register(MASTERS.close_all)
