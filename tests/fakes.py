@@ -36,6 +36,7 @@ from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunCon
 from longhaul.hardware.backends.registry import BACKENDS
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import Completed
+from longhaul.hardware.routers.linux_tc import LinuxTc
 from longhaul.hardware.topology import dumbbell
 
 DATA = Path(__file__).parent / "data"
@@ -153,6 +154,9 @@ class FakeLab:
     def address(self, host: str) -> str:
         return self.topo.address(host)
 
+    def router_os(self, host: str) -> LinuxTc:
+        return LinuxTc()
+
     def pair_facts(self, pair: int) -> dict:
         return {}
 
@@ -172,7 +176,7 @@ class FakeLab:
         if argv[:2] == ["sh", "-c"] and argv[2] == _BURST_LOOP_SH:
             return math.inf, self._burst_rounds(argv[-1])
         if argv[:2] == ["sh", "-c"] and argv[2] == SHAPER_LOOP_SH:
-            return math.inf, self._shaper_samples(float(argv[-1]))
+            return math.inf, self._shaper_samples(float(argv[5]))
         if "longhaul.drivers.agents.tcpinfo_probe" in argv:
             ports = [int(p) for p in argv[argv.index("--ports") + 1].split(",")]
             return math.inf, self._tcpinfo(host, ports)

@@ -121,3 +121,27 @@ def test_checks_are_read_only_and_hz_is_judged():
     assert all(argv[:2] == ["sysctl", "-n"] for argv in dn.check_plan())
     assert dn.hz_problem("1000\n") is None
     assert "10 ms" in dn.hz_problem("100")
+
+
+# `ipfw pipe show 50` as ipfw's dummynet.c prints it (list_flow: tot_pkts tot_bytes len len_bytes drops)
+PIPE_SHOW = """00050:  10.000 Mbit/s   13 ms burst 0
+q131122 306 KB 1 flows (1 buckets) sched 65586 weight 0 lmax 0 pri 0 droptail
+ sched 65586 type FIFO flags 0x0 0 buckets 1 active
+BKT Prot ___Source IP/port____ ____Dest. IP/port____ Tot_pkt/bytes Pkt/Byte Drp
+  0 ip           0.0.0.0/0             0.0.0.0/0     1020  1516004 12 18000  10
+"""
+
+
+def test_pipe_counters_subtract_what_is_queued_and_dropped():
+    sent, queued, drops = dn.pipe_counters(PIPE_SHOW)
+    assert (queued, drops) == (18000, 10)
+    assert sent == round(1516004 - 18000 - 10 * 1516004 / 1020)
+    assert dn.pipe_counters("") is None                       # no pipe 50: not shaped here
+    older = "00050:  10.000 Mbit/s   13 ms   50 sl. 1 queues (1 buckets) droptail\n" + PIPE_SHOW.splitlines()[-1]
+    assert dn.pipe_counters(older)[1:] == (18000, 10)          # ipfw-2012's single header line too
+
+
+def test_the_meter_reads_a_freebsd_pipe():
+    from longhaul.collectors.live.shaper_meter import parse_samples
+    text = f"100.0\n{PIPE_SHOW}=100.2\n"
+    assert parse_samples(text, dn.FreeBSDIpfw()) == [(pytest.approx(100.1), *dn.pipe_counters(PIPE_SHOW))]

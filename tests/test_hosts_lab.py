@@ -41,8 +41,9 @@ from longhaul.hardware.backends.ssh.lab import (
     hosts_plan,
     inventory_dumbbell,
 )
+from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
-from longhaul.hardware.executors.process import wait_until
+from longhaul.hardware.executors.process import Completed, ProcessTable, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "hardware" / "example-inventory.toml"
@@ -114,13 +115,82 @@ def test_lab_interface_without_touching_hosts():
     assert features.delay == "delayline" and features.as_dict()["hosts"]["R1"]["netem"] is False
 
 
-def test_a_freebsd_router_is_refused_before_anything_is_contacted():
+def test_an_unknown_router_os_is_refused_before_anything_is_contacted():
+    from longhaul.hardware.backends.ssh.lab import _facts
+    inv = load_inventory(EXAMPLE)
+    r1 = inv.host("R1").model_copy(update={"os": "plan9"})
+    facts, problems = _facts(inv, r1, None)          # returns before any SSH command
+    assert facts.netem is False and problems == [
+        "R1: os = 'plan9': no router support for it in this build (router OSes: linux, freebsd)"]
+
+
+class RecordingHost:
+    """A FreeBSD or Linux machine that answers what a lab build reads and records every command
+    (no FreeBSD can boot here: this checks the dispatch, not Dummynet)."""
+
+    def __init__(self, name, log, ipfw_state="65535 allow ip from any to any\n"):
+        self.name, self.log, self.ipfw_state = name, log, ipfw_state
+
+    def run(self, argv, timeout=30.0, check=True, input=None):
+        self.log.append((self.name, list(argv)))
+        out = ""
+        if argv[:2] == ["sysctl", "-n"]:
+            out = "".join("0\n" for _ in argv[2:])
+        elif argv[:2] == ["sh", "-c"] and "ipfw list" in argv[2]:
+            out = self.ipfw_state + "--- pipes\n"
+        elif argv[:2] == ["tc", "-j"]:
+            out = "[]"
+        return Completed(argv, 0, out, "")
+
+
+def freebsd_lab(monkeypatch, ipfw_state="65535 allow ip from any to any\n"):
+    inv = load_inventory(EXAMPLE)
+    inv = inv.model_copy(update={"hosts": [h.model_copy(update={"os": "freebsd"}) if h.role == "router" else h
+                                           for h in inv.hosts]})
+    log = []
+    monkeypatch.setattr(type(inv), "executor", lambda self, name, procs, via=None: RecordingHost(
+        name, log, ipfw_state if name in ("R1", "R2") else ""))
+    topo, names = inventory_dumbbell(inv, "t1", 1, 100, 1500)
+    features = HostsFeatures("x.toml", {"S1": HostFacts("S1", "sender", ("reno", "cubic")),
+                                        "D1": HostFacts("D1", "receiver", ("reno",)),
+                                        "R1": HostFacts("R1", "router"), "R2": HostFacts("R2", "router")})
+    cleanup = CleanupStack()
+    lab = HostsLab(inv, topo, names, LinkSettings(25, 312_500, "cubic", "default"), features, ProcessTable(),
+                   cleanup, Path("/tmp"))
+    return lab, cleanup, log
+
+
+def test_a_freebsd_router_is_shaped_by_dummynet_and_restored(monkeypatch):
+    lab, cleanup, log = freebsd_lab(monkeypatch)
+    lab.build()
+    r1 = [argv for host, argv in log if host == "R1"]
+    assert ["ipfw", "pipe", "50", "config", "bw", "100Mbit/s", "delay", "13", "queue", "306Kbytes"] in r1
+    assert ["ipfw", "-q", "add", "50", "pipe", "50", "ip", "from", "any", "to", "any", "out", "xmit", "wan"] in r1
+    assert ["sysctl", "net.inet.ip.forwarding=1"] in r1 and ["sysctl", "net.inet.ip.fw.one_pass=1"] in r1
+    assert not any(argv[0] in ("tc", "iptables", "ip") for argv in r1)           # no Linux tool on FreeBSD
+    assert lab.record["delay"] == {"R1": "shaper", "R2": "shaper"} and not lab.delaylines
+    assert lab.record["hosts"]["R1"]["qdisc"]["before"] == {"kind": "dummynet", "rules": [65535], "pipes": []}
+    log.clear()
+    assert cleanup.close() == []
+    r2 = [argv for host, argv in log if host == "R2"]
+    assert ["ipfw", "-q", "delete", "50"] in r2 and ["ipfw", "pipe", "delete", "50"] in r2
+    assert ["sysctl", "net.inet.ip.forwarding=0"] in r2                          # as found
+    assert lab.record["restored"] is True
+
+
+def test_a_freebsd_router_with_our_rule_numbers_taken_is_left_alone(monkeypatch):
+    lab, _, log = freebsd_lab(monkeypatch, "00050 allow ip from any to any\n65535 deny ip from any to any\n")
+    with pytest.raises(RuntimeError, match="already has ipfw rule 50"):
+        lab.build()
+    assert not any(argv[0] == "ipfw" and "config" in argv for _, argv in log)
+
+
+def test_a_freebsd_router_needs_no_netem_or_delay_line():
     from longhaul.hardware.backends.ssh.lab import _facts
     inv = load_inventory(EXAMPLE)
     r1 = inv.host("R1").model_copy(update={"os": "freebsd"})
-    facts, problems = _facts(inv, r1, None)          # returns before any SSH command
-    assert facts.netem is False and problems == [
-        "R1: os = 'freebsd': no router support for it in this build (router OSes: linux)"]
+    facts, problems = _facts(inv, r1, None)          # Dummynet delays itself: nothing to ask the router
+    assert (facts.netem, problems) == (False, [])
 
 
 # -- real: longhaul run over SSH against namespace "hosts" ------------------------------------------

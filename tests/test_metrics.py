@@ -7,10 +7,11 @@ import statistics
 
 import pytest
 
-from longhaul.collectors.live.shaper_meter import backlogged_rate, tbf_counters
+from longhaul.collectors.live.shaper_meter import backlogged_rate
 from longhaul.collectors.live.socket_sampler import COLUMNS, Sample, control_sockets
 from longhaul.collectors.metrics import jain, mbps, mean_std, rtt_stats
 from longhaul.drivers import ss
+from longhaul.hardware.routers.linux_tc import tbf_counters
 
 # ------------------------------------------------------------------------------------------ jain
 

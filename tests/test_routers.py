@@ -1,4 +1,4 @@
-"""The router OS contract (hardware/routers/base.py) for Linux: the plans a backend runs on a
+"""The router OS contract (hardware/routers/base.py) for Linux (FreeBSD: test_dummynet.py): the plans a backend runs on a
 router and how it reads what is there before it."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from longhaul.hardware.routers.registry import ROUTERS
 SHAPE = DirectionShape("eth1", 500.0, 6_000_000, 64.0, 1500)
 
 
-def test_linux_is_registered_by_the_inventorys_os_name():
-    assert set(ROUTERS) == {"linux"} and ROUTERS["linux"].name == "linux"
+def test_router_oses_are_registered_by_the_inventorys_os_name():
+    assert set(ROUTERS) == {"linux", "freebsd"} and all(router.name == name for name, router in ROUTERS.items())
 
 
 def test_linux_shaping_is_the_tc_plan_and_its_undo_deletes_the_root():

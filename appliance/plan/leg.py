@@ -74,8 +74,9 @@ class LegLab:
     receiver: object
     receiver_address: str
     ifname: str               # the sender's test interface
-    router: object            # R1's executor and its bottleneck port: what crossed the bottleneck
+    router: object            # R1's executor, its bottleneck port and OS: what crossed the bottleneck
     router_ifname: str
+    router_os: object
     access_bps: float
     bottleneck_bps: float     # frame bits/s: the caps' unit
     capacity_bps: float       # goodput: the simulation's netCap
@@ -135,7 +136,8 @@ def run_leg(lab: LegLab, leg: Leg, trace: Trace, raw: Path, say: Callable[[str],
                                               stdout=raw / f"server-{port}.log", stderr=raw / f"server-{port}.err"))
         _wait_listening(lab.receiver, servers, [lab.tool.pool_port(port) for port in data_ports])
         path = _put_schedule(lab.sender, schedule, cleanup)
-        with ShaperMeter(lab.router, lab.router_ifname, raw / "bottleneck.txt", period_s=lab.interval_s) as meter:
+        with ShaperMeter(lab.router, lab.router_ifname, raw / "bottleneck.txt", period_s=lab.interval_s,
+                         router=lab.router_os) as meter:
             # the interpreter with longhaul on the sender: this one's path (the SSH path map applies)
             agent = lab.sender.start([sys.executable, "-m", MODULE, path], label=f"replay-leg-{leg.name}",
                                      stdout=events_path, stderr=raw / "agent.err")

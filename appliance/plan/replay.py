@@ -219,7 +219,7 @@ def _run(session, lab: ReplayLab, legs: list[Leg], trace: Trace, result: ReplayR
         result.header["lab_hosts"] = {name: _kernel(ex) for name, ex in (("S1", sender), ("D1", receiver))}
         leg_lab = LegLab(sender=sender, receiver=receiver, receiver_address=built.address("D1"),
                          ifname=built.topo.access_link("S1").a.ifname, router=built.executor("R1"),
-                         router_ifname=built.topo.bottleneck().a.ifname,
+                         router_ifname=built.topo.bottleneck().a.ifname, router_os=built.router_os("R1"),
                          access_bps=built.topo.access_link("S1").rate_mbps * 1e6,
                          bottleneck_bps=lab.bottleneck_rate_mbps * 1e6, capacity_bps=lab.capacity_bps,
                          goodput_factor=lab.goodput_factor, pacing_overhead=lab.pacing_overhead, mtu=lab.mtu,

@@ -105,7 +105,8 @@ def measure_rate(lab, rtt_ms: float, probe_s: float, out_dir: Path, streams: int
                    timeout=10, what="verification iperf3 server")
         ramp = ramp_s(rtt_ms)
         argv = iperf3.client_argv(lab.address("D1"), PORT, duration_s=round(ramp + probe_s, 1), streams=streams, cca=PROBE_CCA)
-        with ShaperMeter(lab.executor(link.a.host), link.a.ifname, out_dir / "verify-shaper.txt") as meter:
+        with ShaperMeter(lab.executor(link.a.host), link.a.ifname, out_dir / "verify-shaper.txt",
+                         router=lab.router_os(link.a.host)) as meter:
             res = sender.run(argv, timeout=ramp + probe_s + 30, check=False)
         (out_dir / "verify-rate.json").write_text(res.stdout)
     finally:

@@ -1,4 +1,5 @@
-"""What the bottleneck shaper actually sends, read from its own counters (tc -s -j).
+"""What the bottleneck shaper actually sends, read from its own counters (the router OS says how:
+tc's tbf on Linux, the Dummynet pipe on FreeBSD; hardware/routers/).
 
 While the shaper is saturated it sends at exactly its rate, so the byte counter's slope over
 windows in which it stayed saturated is the achieved bottleneck rate, in the frame bytes the shaper
@@ -10,19 +11,12 @@ the instant of a sample although the link never idles).
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
 from longhaul.hardware.executors.process import Executor
-
-
-def tbf_counters(text: str) -> tuple[int, int, int] | None:
-    """(bytes sent, backlog bytes, overlimits) of the tbf in `tc -s -j qdisc show` output."""
-    for qdisc in json.loads(text or "[]"):
-        if qdisc.get("kind") == "tbf":
-            return int(qdisc.get("bytes", 0)), int(qdisc.get("backlog", 0)), int(qdisc.get("overlimits", 0))
-    return None
+from longhaul.hardware.routers.base import RouterOS
+from longhaul.hardware.routers.linux_tc import LinuxTc
 
 
 def _saturated(samples: list[tuple], i: int) -> bool:
@@ -51,12 +45,13 @@ def backlogged_rate(samples: list[tuple], window_s: float = 1.0) -> float | None
 # each time, which on a slow router (a VM under TCG) takes the CPU the forwarding needs. The clock
 # is read before and after tc (the second stamp marked "="): a fork and exec of tc takes 0.3-1 s on a
 # VM under TCG, and a sample stamped only before it put a 1 s window's rate 15 % off.
-_LOOP_SH = 'while :; do date +%s.%N; tc -s -j qdisc show dev "$1"; date +=%s.%N; sleep "$2"; done'
+# $3 is the router OS's own counter read (a constant of its module, with "$1" the interface)
+_LOOP_SH = 'while :; do date +%s.%N; eval "$3"; date +=%s.%N; sleep "$2"; done'
 
 
-def parse_samples(text: str) -> list[tuple[float, int, int, int]]:
-    """(router time, bytes, backlog, overlimits) from the loop's output: a `date +%s.%N` line, tc's
-    JSON, then `=` and the time again; the sample's time is the midpoint of the two stamps (the
+def parse_samples(text: str, router: RouterOS = LinuxTc()) -> list[tuple[float, int, int, int]]:
+    """(router time, bytes, backlog, overlimits) from the loop's output: a `date +%s.%N` line, the
+    router OS's counters (router.meter_counters), then `=` and the time again; the sample's time is the midpoint of the two stamps (the
     counters were read somewhere between them). A block cut short at the end is dropped; one with
     no closing stamp (the loop's older form) is timed by its opening stamp."""
     samples, t, body = [], None, []
@@ -64,7 +59,7 @@ def parse_samples(text: str) -> list[tuple[float, int, int, int]]:
     def flush(t_end):
         if t is not None and body:
             try:
-                counters = tbf_counters("".join(body))
+                counters = router.meter_counters("\n".join(body))
             except ValueError:
                 return
             if counters:
@@ -86,8 +81,9 @@ class ShaperMeter:
     """Reads a tbf's counters every period_s with one sampling loop on its host (local, namespace or
     SSH), timestamped by the host's own clock, for as long as the context is open."""
 
-    def __init__(self, executor: Executor, ifname: str, out_path: Path, period_s: float = 0.2):
-        self.executor = executor
+    def __init__(self, executor: Executor, ifname: str, out_path: Path, period_s: float = 0.2,
+                 router: RouterOS = LinuxTc()):
+        self.executor, self.router = executor, router
         self.ifname = ifname
         self.out_path = Path(out_path)
         self.period_s = period_s
@@ -95,11 +91,13 @@ class ShaperMeter:
         self._proc = None
 
     def __enter__(self):
-        self._proc = self.executor.start(["sh", "-c", _LOOP_SH, "sh", self.ifname, f"{self.period_s:g}"],
+        self._proc = self.executor.start(["sh", "-c", _LOOP_SH, "sh", self.ifname, f"{self.period_s:g}",
+                                          self.router.meter_sh],
                                          label="shaper-meter", stdout=self.out_path)
         return self
 
     def __exit__(self, *exc):
         self._proc.stop(term_timeout=3)
-        self.samples = parse_samples(self.out_path.read_text(errors="replace") if self.out_path.exists() else "")
+        self.samples = parse_samples(self.out_path.read_text(errors="replace") if self.out_path.exists() else "",
+                                     self.router)
         return False

@@ -15,6 +15,12 @@ from longhaul.hardware.routers.linux_tc import DirectionShape
 class RouterOS(Protocol):
     name: str
     delays_itself: bool     # its shaper adds the delay too (Dummynet); else netem, or the delay line
+    meter_sh: str           # shell text reading the bottleneck shaper's counters, "$1" the interface
+
+    def meter_counters(self, text: str) -> tuple[int, int, int] | None:
+        """(bytes the shaper sent, bytes queued now, a count that grows while it holds packets
+        back) from meter_sh's output; None when the shaper is not there (collectors/live/shaper_meter.py)."""
+        ...
 
     def sysctls(self, shape: DirectionShape) -> dict[str, str]:
         """What a forwarding router needs set for this shaping (name -> value)."""

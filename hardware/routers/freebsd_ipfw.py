@@ -1,7 +1,9 @@
 """Dummynet plans for a FreeBSD router: pure functions from the bottleneck's settings to ipfw argv.
 
 No FreeBSD host is available here, so these plans are unit-tested against the documented syntax
-only (tests/test_dummynet.py) and have never been run on a router. The syntax is that of ipfw(8)
+(tests/test_dummynet.py) and driven through the ssh backend against a recording host
+(tests/test_hosts_lab.py), but have not yet run on a real router: docs/hardware.md says what to
+check on first use. The syntax is that of ipfw(8)
 as shipped with dummynet ("ipfw-2012", the version seed 000 section 3.1 used; the FreeBSD
 sbin/ipfw/ipfw.8 of 2010), sections cited by name:
 
@@ -39,6 +41,7 @@ import math
 import re
 
 from longhaul.core.units import parse_queue
+from longhaul.hardware.routers.linux_tc import DirectionShape
 
 FIRST_RULE = 50        # before rc.firewall's rules (100 and up), so shaping sees every packet
 FIRST_PIPE = 50
@@ -195,3 +198,81 @@ def hz_problem(kern_hz: str) -> str | None:
         return (f"kern.hz = {hz}: dummynet delays are rounded to {1000 / hz:g} ms ticks; "
                 "set kern.hz=1000 in /boot/loader.conf")
     return None
+
+
+PIPES_MARK = "--- pipes"
+_STATE_SH = f"ipfw list; echo '{PIPES_MARK}'; ipfw pipe list"
+_RULE_LINE = re.compile(r"^(\d{5}) ", re.MULTILINE)
+_PIPE_LINE = re.compile(r"^(\d{5}):", re.MULTILINE)
+
+
+def whole_ms(delay_ms: float) -> int:
+    """Dummynet takes whole milliseconds: half of an odd RTT is rounded up (25 ms -> 13 + 13)."""
+    return int(math.floor(delay_ms + 0.5))
+
+
+class FreeBSDIpfw:
+    """A FreeBSD router (base.RouterOS): one Dummynet pipe on its bottleneck egress port with the
+    rate, the queue and half the RTT. Dummynet delays by itself: no netem, no delay line. The rule
+    and the pipe are numbers FIRST_RULE and FIRST_PIPE, removed by number at teardown."""
+
+    name = "freebsd"
+    delays_itself = True
+    meter_sh = f"ipfw pipe show {FIRST_PIPE}"
+
+    def sysctls(self, shape: DirectionShape) -> dict[str, str]:
+        return dict(argv[1].split("=", 1) for argv in sysctl_plan(str(shape.queue_bytes), mtu=shape.mtu))
+
+    def write_sysctls(self, values: dict[str, str]) -> list[list[str]]:
+        return [["sysctl", f"{key}={value}"] for key, value in values.items()]
+
+    def shaping(self, shape: DirectionShape, netem: bool) -> list[list[str]]:
+        return egress_plan(shape.ifname, shape.rate_mbps, whole_ms(shape.delay_ms), str(shape.queue_bytes),
+                           mtu=shape.mtu)
+
+    def unshaping(self, shape: DirectionShape) -> list[list[str]]:
+        return teardown_plan(count=1)
+
+    def read_shaping(self, ifname: str) -> list[str]:
+        return ["sh", "-c", _STATE_SH]
+
+    def parse_shaping(self, text: str) -> dict:
+        """Every rule and pipe number on the router (`ipfw list`: "00050 pipe 50 ip from ...";
+        `ipfw pipe list`: "00050:  10.000 Mbit/s   20 ms burst 0")."""
+        rules, _, pipes = text.partition(PIPES_MARK)
+        return {"kind": "dummynet", "rules": sorted({int(n) for n in _RULE_LINE.findall(rules)}),
+                "pipes": sorted({int(n) for n in _PIPE_LINE.findall(pipes)})}
+
+    def in_the_way(self, state: dict, ifname: str) -> str | None:
+        taken = ([f"rule {FIRST_RULE}"] if FIRST_RULE in state["rules"] else []) + \
+                ([f"pipe {FIRST_PIPE}"] if FIRST_PIPE in state["pipes"] else [])
+        if not taken:
+            return None
+        return (f"already has ipfw {' and '.join(taken)}, the numbers longhaul shapes with: someone's configuration "
+                f"or an interrupted run's; remove them first (ipfw delete {FIRST_RULE}; ipfw pipe delete {FIRST_PIPE})")
+
+    def meter_counters(self, text: str) -> tuple[int, int, int] | None:
+        return pipe_counters(text)
+
+
+# a flow line of `ipfw pipe show` (ipfw's dummynet.c list_flow: "%3u%c" or "%3d ", the protocol,
+# the two address/port pairs, then tot_pkts tot_bytes len len_bytes drops)
+_FLOW_LINE = re.compile(r"^\s*\d+\*?\s+\S+\s+\S+/\d+\s+\S+/\d+\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$")
+
+
+def pipe_counters(text: str) -> tuple[int, int, int] | None:
+    """(bytes the pipe sent, bytes queued, packets dropped) from `ipfw pipe show N`, summed over its
+    flow queues; None when no pipe was listed. Dummynet counts a packet in tot_bytes when it
+    arrives, dropped or not, and keeps no dropped bytes, only packets: sent = arrived - queued -
+    drops x the mean packet size, exact while nothing is dropped and within a packet's size per
+    drop otherwise."""
+    if not _PIPE_LINE.search(text):
+        return None
+    sent = queued = drops = 0
+    for match in filter(None, map(_FLOW_LINE.match, text.splitlines())):
+        pkts, nbytes, _, qbytes, dropped = (int(g) for g in match.groups())
+        mean = nbytes / pkts if pkts else 0
+        sent += max(0, round(nbytes - qbytes - dropped * mean))
+        queued += qbytes
+        drops += dropped
+    return sent, queued, drops

@@ -59,6 +59,14 @@ def access_plan(ifname: str, rate_mbps: float, mtu: int) -> list[list[str]]:
     return [_tbf(ifname, ["root"], "1:", rate_mbps, limit, mtu)]
 
 
+def tbf_counters(text: str) -> tuple[int, int, int] | None:
+    """(bytes sent, backlog bytes, overlimits) of the tbf in `tc -s -j qdisc show` output."""
+    for qdisc in json.loads(text or "[]"):
+        if qdisc.get("kind") == "tbf":
+            return int(qdisc.get("bytes", 0)), int(qdisc.get("backlog", 0)), int(qdisc.get("overlimits", 0))
+    return None
+
+
 # What a kernel attaches by itself (handle 0:); anything else on a router is someone's config.
 DEFAULT_QDISCS = ("noqueue", "pfifo_fast", "mq", "fq_codel", "fq", "pfifo", "cake")
 
@@ -69,6 +77,7 @@ class LinuxTc:
 
     name = "linux"
     delays_itself = False
+    meter_sh = 'tc -s -j qdisc show dev "$1"'
 
     def sysctls(self, shape: DirectionShape) -> dict[str, str]:
         return router_sysctls()
@@ -88,6 +97,9 @@ class LinuxTc:
     def parse_shaping(self, text: str) -> dict:
         root = next((q for q in json.loads(text or "[]") if q.get("root")), {})
         return {"kind": root.get("kind"), "handle": root.get("handle")}
+
+    def meter_counters(self, text: str) -> tuple[int, int, int] | None:
+        return tbf_counters(text)
 
     def in_the_way(self, state: dict, ifname: str) -> str | None:
         if state["handle"] in (None, "0:") and state["kind"] in (None, *DEFAULT_QDISCS):

@@ -19,6 +19,7 @@ from longhaul.hardware.backends.netns.features import Features
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
 from longhaul.hardware.executors.process import LocalExecutor, NetnsExecutor, ProcessTable, wait_until
+from longhaul.hardware.routers.base import RouterOS
 from longhaul.hardware.routers.linux_tc import access_plan
 from longhaul.hardware.routers.registry import ROUTERS
 from longhaul.hardware.topology import Dumbbell
@@ -82,6 +83,9 @@ class NetnsLab:
 
     def executor(self, host: str) -> NetnsExecutor:
         return self._executors[host]
+
+    def router_os(self, host: str) -> RouterOS:
+        return ROUTERS["linux"]          # the namespaces' routers are this machine's Linux
 
     def address(self, host: str) -> str:
         return self.topo.address(host)

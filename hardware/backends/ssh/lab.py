@@ -11,8 +11,8 @@ as found. `record` holds before/applied/after per host for the run's manifest (s
 
 Pure parts: `inventory_dumbbell` (lab names S<i>/D<i>/R1/R2 -> the inventory's machines and test
 interfaces) and `hosts_plan` (the Step list). Each router's shaping comes from its OS's plans
-(hardware/routers/registry.py, by the inventory's `os`); an OS with no entry there (FreeBSD, whose
-Dummynet plans have not run on a router yet) is refused at preflight.
+(hardware/routers/registry.py, by the inventory's `os`: tc on Linux, Dummynet on FreeBSD); an OS
+with no entry there is refused at preflight.
 """
 
 from __future__ import annotations
@@ -192,6 +192,9 @@ class HostsLab:
     def address(self, host: str) -> str:
         return self.topo.address(host)
 
+    def router_os(self, host: str) -> RouterOS:
+        return self.routers[host]
+
     def pair_facts(self, pair: int) -> dict:
         """As NetnsLab.pair_facts: the next hop's MAC is read from the router over SSH."""
         if pair not in self._facts:
@@ -323,6 +326,8 @@ def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
             why = (f"{host.name}: os = '{host.os}': no router support for it in this build "
                    f"(router OSes: {', '.join(ROUTERS)})")
             return HostFacts(host.name, host.role), [why]
+        if ROUTERS[host.os].delays_itself:     # Dummynet: readiness's dummynet row has checked it
+            return HostFacts(host.name, host.role), []
         done = executor.run(["sh", "-c", readiness._KERNEL_SH, "sh", "sch", "NET_SCH", "netem"], check=False)
         evidence = readiness._kernel_lines(done.stdout).get("netem", "unknown")
         netem = readiness.kernel_feature(evidence)[0] in ("available", "loadable")
