@@ -144,6 +144,8 @@ BAD_PROFILES = [
      "'foreground' or 'background'"),
     ("bad-cca", edit(BG, 'pair = 2\ncca = "BBR"\nduration'), "cca", "flows[1].cca = 'BBR'", "should match pattern"),
     ("tuning-buffer-small", BASE + "\n[tuning]\nbuffer = 100\n", "buffer", "tuning.buffer = 100", "at least 4096"),
+    ("tuning-unknown-offload", BASE + "\n[tuning]\noffloads = { gro = false, turbo = true }\n", "offloads",
+     "tuning.offloads.turbo = 'turbo'", "'gro', 'gso', 'tso', 'lro', 'sg', 'rx' or 'tx'"),
     ("probe-mode", BASE + '\n[probe]\nmode = "ping"\n', "mode", "probe.mode = 'ping'", "'burst' or 'interval'"),
     ("empty-sweep", edit("rtt_ms = 128", "rtt_ms = []"), "rtt_ms", "topology.rtt_ms = []", "at least one value"),
     ("empty-sweep-flow", edit(BG, "pair = 2\ncca = []\nduration"), "cca", "flows[1].cca = []", "at least one value"),

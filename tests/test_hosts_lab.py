@@ -213,6 +213,8 @@ pairs = 1
 bottleneck_rate_mbps = 20
 rtt_ms = 20
 queue = "1bdp"
+[tuning]
+offloads = { gro = true, tso = false }      # a veth has GRO off and TSO on: both change, both restored
 [[flows]]
 name = "fg"
 role = "foreground"
@@ -259,6 +261,10 @@ def host_state(ns: dict[str, str]) -> dict:
         state[f"{router}:qdisc"] = [(q["kind"], q.get("handle")) for q in
                                     json.loads(in_ns(ns[router], "tc", "-j", "qdisc", "show", "dev", "wan"))]
         state[f"{router}:iptables"] = in_ns(ns[router], "iptables", "-w", "-t", "mangle", "-S", "FORWARD")
+    for host, (_, ifaces) in HOSTS.items():
+        for ifname, _ in ifaces:
+            state[f"{host}:{ifname}:offloads"] = [line for line in in_ns(ns[host], "ethtool", "-k", ifname).splitlines()
+                                                  if line.startswith(("generic-receive", "tcp-segmentation"))]
     return state
 
 
@@ -389,6 +395,10 @@ def test_longhaul_run_over_ssh_leaves_the_hosts_as_found(real_lab, tmp_path):
     assert record["hosts"]["R2"]["sysctl"]["after"] == {"net.ipv4.ip_forward": "0"}
     assert record["hosts"]["R1"]["qdisc"]["before"] == {"kind": "noqueue", "handle": "0:"}
     assert record["delay"] == {"R1": "delayline", "R2": "delayline"}     # no netem in this kernel
+    for host, ifname in (("S1", "eth0"), ("R1", "s1"), ("R1", "wan"), ("R2", "wan"), ("R2", "d1"), ("D1", "eth0")):
+        seen = record["hosts"][host]["offloads"][ifname]
+        assert seen == {"before": {"gro": False, "tso": True}, "applied": {"gro": True, "tso": False},
+                        "after": {"gro": False, "tso": True}}, (host, ifname, seen)
     real_lab.assert_as_found(before)
 
 

@@ -30,6 +30,9 @@ bottleneck_rate_mbps = 50
 rtt_ms = 40
 queue = "1bdp"
 
+[tuning]
+offloads = { gro = true }       # off on a veth until asked (hardware/offloads.py)
+
 [[flows]]
 name = "fg"
 role = "foreground"
@@ -78,6 +81,10 @@ def test_run_end_to_end_stores_measures_and_reports(tmp_path):
         assert 0.5 <= trial["jain"] <= 1.0
         assert trial["rtt"]["median_ms"] >= 39
     assert cell["stats"]["flows"]["fg"]["n"] == 2
+    hosts = json.loads((run_dir / "manifest.json").read_text())["fingerprint"]["hosts"]
+    gro = {(h, nic): fp["offloads"]["generic-receive-offload"] for h in ("S1", "R1", "R2", "D1")
+           for nic, fp in hosts[h]["nics"].items()}
+    assert set(gro.values()) == {"on"}, gro          # every lab interface, as the profile asked
 
     trial_dir = run_dir / "cells" / cell["id"] / "trial-1"
     rows = (trial_dir / "throughput.csv").read_text().splitlines()

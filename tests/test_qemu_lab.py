@@ -76,6 +76,11 @@ def test_profile_runs_on_vms_booted_from_the_image(vm_run):
     feats = manifest["features"]
     assert feats["backend"] == "qemu" and feats["delay"] == "netem"      # Debian's kernel has it
     assert [r["backend"] for r in manifest["host_tuning"]] == ["qemu"] * 3      # one lab build per CCA
+    for record in manifest["host_tuning"]:      # set on every lab NIC of every VM, then as found again
+        assert record["restored"] is True, record.get("not_restored")
+        nics = {(h, nic): seen for h in ("S1", "R1", "R2", "D1") for nic, seen in record["hosts"][h]["offloads"].items()}
+        assert len(nics) == 6 and all(s["applied"] == {"gro": False, "gso": False, "tso": False}
+                                      and s["after"] == s["before"] for s in nics.values()), nics
     vm_lab = feats["vm_lab"]
     assert vm_lab["kernel"].endswith("-amd64") and vm_lab["accel"] in ("tcg", "kvm")
     assert set(vm_lab["vms"]) == {"S1", "R1", "R2", "D1"}

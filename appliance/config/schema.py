@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from longhaul.core.model import NAME, Strict
 from longhaul.core.units import parse_queue
 from longhaul.drivers.registry import TOOLS
+from longhaul.hardware.offloads import Offload
 
 BUFFER_NAMES = ("default", "normal", "large")
 
@@ -74,6 +75,8 @@ def check_buffer(value):
 class Tuning(Strict):
     cca: str = Field("cubic", pattern=r"^[a-z0-9_]+$")
     buffer: Literal["default", "normal", "large"] | int = "large"
+    # NIC offloads on every lab interface (hardware/offloads.py); unset ones are left as found
+    offloads: dict[Offload, bool] = {}
 
     _buffer = field_validator("buffer", mode="before")(classmethod(lambda cls, v: check_buffer(v)))
 

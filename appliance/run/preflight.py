@@ -26,6 +26,8 @@ def needs_of(config: Config) -> LabNeeds:
                 cca = spec.cell.flow_cca(flow)
                 ccas += [cca] if flow.protocol == "tcp" and cca not in ccas else []
     executables = list(dict.fromkeys(exe for name in tools for exe in tool_for(name).executables))
+    if any(spec.cell.tuning.offloads for profile in config.profiles for spec in profile.cells):
+        executables.append("ethtool")          # hardware/offloads.py sets them on every lab host
     return LabNeeds(pairs, tuple(tools), tuple(ccas), tuple(executables))
 
 

@@ -41,7 +41,11 @@ log = logging.getLogger(__name__)
 
 
 def lab_key(spec: CellSpec) -> tuple:
-    return (spec.cell.topology, spec.cell.tuning.cca, spec.cell.tuning.buffer)
+    return (spec.cell.topology, spec.cell.tuning.cca, spec.cell.tuning.buffer, _offloads(spec))
+
+
+def _offloads(spec: CellSpec) -> tuple[tuple[str, bool], ...]:
+    return tuple(sorted(spec.cell.tuning.offloads.items()))
 
 
 class Runner:
@@ -195,7 +199,8 @@ class Runner:
         self._labs_built += 1
         topo = spec.cell.topology
         wanted = LabSpec(topo.pairs, topo.access_rate_mbps, topo.bottleneck_rate_mbps, topo.mtu,
-                         LinkSettings(topo.rtt_ms, topo.queue_bytes, spec.cell.tuning.cca, spec.cell.tuning.buffer))
+                         LinkSettings(topo.rtt_ms, topo.queue_bytes, spec.cell.tuning.cca, spec.cell.tuning.buffer,
+                                      _offloads(spec)))
         workdir = store.dir / LAB_DIR / f"lab-{self._labs_built}"
         workdir.mkdir(parents=True, exist_ok=True)
         self._lab_cleanup = CleanupStack()

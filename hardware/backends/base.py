@@ -42,6 +42,7 @@ class LinkSettings:
     queue_bytes: int
     cca: str
     buffer: object
+    offloads: tuple[tuple[str, bool], ...] = ()     # [tuning] offloads, sorted (name, on) pairs
 
 
 @dataclass(frozen=True)

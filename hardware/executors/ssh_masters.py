@@ -1,10 +1,12 @@
 """One SSH connection per host, shared by the short commands an SshExecutor runs (OpenSSH's
 connection sharing: ControlMaster, ControlPath, ControlPersist).
 
-Why: every new connection costs a full handshake on the host. Under TCG a VM's sshd needs about
-1.6 s for it (measured on the appliance image: `true` over a new connection 1.54-1.66 s, over a
-shared one 0.09-0.16 s), and a trial runs hundreds of short commands (readiness polls, counters,
-file reads), so on the qemu lab the handshakes were most of a cell's time.
+Why: every new connection costs a full handshake on the host. Under TCG a VM's sshd needs over a
+second for it: through SshExecutor, `true` took 1.9 s over a new connection and 0.37 s over the
+shared one, `tc -s qdisc show` 1.5 and 0.5 s (bench/ssh_sharing.py, bench/RESULTS-ssh.md; what
+remains is the remote shell and its watcher), and a trial runs hundreds of short commands
+(readiness polls, counters, file reads), so on the qemu lab the handshakes were most of a cell's
+time: the VM tests took 16.5 min instead of 26.3.
 
 How: run()'s ssh clients carry ControlMaster=auto, a ControlPath in this controller's private
 directory, and ControlPersist. The first client becomes the master: OpenSSH forks it into the

@@ -15,6 +15,7 @@ from longhaul.hardware.routers.linux_tc import DirectionShape
 class RouterOS(Protocol):
     name: str
     delays_itself: bool     # its shaper adds the delay too (Dummynet); else netem, or the delay line
+    sets_offloads: bool     # the profile's [tuning] offloads are set on its lab interfaces (ethtool)
     meter_sh: str           # shell text reading the bottleneck shaper's counters, "$1" the interface
 
     def meter_counters(self, text: str) -> tuple[int, int, int] | None:

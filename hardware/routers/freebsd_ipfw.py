@@ -218,6 +218,7 @@ class FreeBSDIpfw:
 
     name = "freebsd"
     delays_itself = True
+    sets_offloads = False    # FreeBSD's are ifconfig flags: left as found, said in the record
     meter_sh = f"ipfw pipe show {FIRST_PIPE}"
 
     def sysctls(self, shape: DirectionShape) -> dict[str, str]:

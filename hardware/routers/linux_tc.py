@@ -77,6 +77,7 @@ class LinuxTc:
 
     name = "linux"
     delays_itself = False
+    sets_offloads = True     # ethtool on its lab interfaces, like an end host
     meter_sh = 'tc -s -j qdisc show dev "$1"'
 
     def sysctls(self, shape: DirectionShape) -> dict[str, str]:

@@ -19,6 +19,7 @@ from longhaul.hardware.backends.netns.features import Features
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
 from longhaul.hardware.executors.process import LocalExecutor, NetnsExecutor, ProcessTable, wait_until
+from longhaul.hardware.offloads import apply_offloads
 from longhaul.hardware.routers.base import RouterOS
 from longhaul.hardware.routers.linux_tc import access_plan
 from longhaul.hardware.routers.registry import ROUTERS
@@ -109,6 +110,9 @@ class NetnsLab:
         for step in lab_plan(self.topo, self.settings, self.features):
             runner = self.local if step.host is None else self._executors[step.host]
             runner.run(step.argv)
+        if self.settings.offloads:       # veths take gro/gso/tso/sg/rx/tx; namespaces go, so no undo
+            for port in (p for link in self.topo.links for p in (link.a, link.b)):
+                apply_offloads(self._executors[port.host], port.ifname, dict(self.settings.offloads))
         if not self.features.netem and self.settings.rtt_ms > 0:
             self._start_delaylines()
 

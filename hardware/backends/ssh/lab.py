@@ -31,6 +31,7 @@ from longhaul.hardware.backends.ssh.host_checks import check_host
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
 from longhaul.hardware.executors.process import ProcessTable, wait_until
+from longhaul.hardware.offloads import apply_offloads, offload_argv, read_offloads
 from longhaul.hardware.path_rtt import idle_rtt
 from longhaul.hardware.routers.base import RouterOS
 from longhaul.hardware.routers.registry import ROUTERS
@@ -217,11 +218,23 @@ class HostsLab:
         router = self.routers[host]
         return router.parse_shaping(self.executor(host).run(router.read_shaping(ifname)).stdout)
 
+    def _offload_ports(self) -> list:
+        """The lab interfaces whose offloads the profile sets: every port of a Linux host (a
+        router OS without ethtool keeps its own, said in the record)."""
+        if not self.settings.offloads:
+            return []
+        return [p for link in self.topo.links for p in (link.a, link.b)
+                if p.host not in self.routers or self.routers[p.host].sets_offloads]
+
     def _state(self) -> dict:
-        """Every host's sysctls and both routers' root qdiscs, read in parallel."""
+        """Every host's sysctls, both routers' root qdiscs and the offloads the profile sets,
+        read in parallel."""
         link = self.topo.bottleneck()
+        names = [name for name, _ in self.settings.offloads]
         jobs = {h: (self.read_sysctls, (h,)) for h in self.sysctls}
         jobs.update({f"{p.host}:qdisc": (self.read_shaping, (p.host, p.ifname)) for p in (link.a, link.b)})
+        jobs.update({f"{p.host}:offloads:{p.ifname}": (read_offloads, (self.executor(p.host), p.ifname, names))
+                     for p in self._offload_ports()})
         with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
             futures = {k: pool.submit(fn, *args) for k, (fn, args) in jobs.items()}
             return {k: f.result() for k, f in futures.items()}
@@ -235,9 +248,18 @@ class HostsLab:
         state = self._state()
         for key, value in state.items():
             host, _, what = key.partition(":")
-            self.record["hosts"][host]["qdisc" if what else "sysctl"]["after"] = value
+            kind, _, ifname = what.partition(":")
+            entry = self.record["hosts"][host]
+            if kind == "offloads":         # a build that failed half-way recorded only some ports
+                entry = entry.setdefault("offloads", {}).setdefault(ifname, {})
+                entry["after"] = value
+            else:
+                entry[kind or "sysctl"]["after"] = value
         problems = [f"{h}: {k} = {state[h][k]!r}, was {v!r}" for h in self.sysctls
                     for k, v in self.record["hosts"][h]["sysctl"]["before"].items() if state[h][k] != v]
+        problems += [f"{h}: {ifname} offloads {seen['after']}, was {seen['before']}"
+                     for h in self.record["hosts"] for ifname, seen in self.record["hosts"][h].get("offloads", {}).items()
+                     if "before" in seen and seen["before"] != seen["after"]]
         problems += [f"{p.host}: root qdisc {state[p.host + ':qdisc']}, was {self.record['hosts'][p.host]['qdisc']['before']}"
                      for p in (self.topo.bottleneck().a, self.topo.bottleneck().b)
                      if state[p.host + ":qdisc"] != self.record["hosts"][p.host]["qdisc"]["before"]]
@@ -259,6 +281,7 @@ class HostsLab:
         for host, values in self.sysctls.items():
             self.record["hosts"][host]["sysctl"] = {"before": before[host], "applied": values}
             self.cleanup.push(f"restore sysctls on {host}", lambda h=host, v=before[host]: self._restore(h, v))
+        self._set_offloads(before)
         shaped = {host: shape for shape, host in bottleneck_shapes(self.topo, self.settings)}
         for port in (link.a, link.b):
             router = self.routers[port.host]
@@ -279,6 +302,18 @@ class HostsLab:
             self._start_delaylines()
         self.record["delay"] = {h: ("shaper" if self.routers[h].delays_itself else "netem" if self.netem.get(h)
                                     else "delayline") for h in self.routers}
+
+    def _set_offloads(self, before: dict) -> None:
+        wanted = dict(self.settings.offloads)
+        for port in self._offload_ports():
+            was = before[f"{port.host}:offloads:{port.ifname}"]
+            self.record["hosts"][port.host].setdefault("offloads", {})[port.ifname] = {"before": was, "applied": wanted}
+            self.cleanup.push(f"restore offloads on {port.host} {port.ifname}",
+                              lambda p=port, w=was: self.executor(p.host).run(offload_argv(p.ifname, w), check=False))
+            apply_offloads(self.executor(port.host), port.ifname, wanted)
+        kept = sorted(h for h, r in self.routers.items() if wanted and not r.sets_offloads)
+        if kept:
+            self.record["offloads_left_as_found"] = {h: f"{self.routers[h].name} router" for h in kept}
 
     def _delays_itself(self, host: str) -> bool:
         return self.routers[host].delays_itself or self.netem.get(host, False)
