@@ -120,8 +120,11 @@ def client_argv(spec) -> list[str]:
         raise ValueError("dpdk: testpmd cannot stop after a byte count; give duration_s")
     if spec.rate_mbps is not None or spec.shape is not None:
         raise ValueError("dpdk: testpmd txonly sends at line rate; a declared rate needs TRex (tool 'trex')")
+    # the trial always passes the lab's interface (pair facts) for af_packet; a flow that names a
+    # PCI NIC sends from that NIC instead
+    pci = o.get("pci")
     argv = testpmd_argv(duration_s=spec.duration_s, dst_mac=_opt(o, "dst_mac"), src_ip=_opt(o, "src_ip"),
-                        dst_ip=_opt(o, "dst_ip"), iface=o.get("iface"), pci=o.get("pci"),
+                        dst_ip=_opt(o, "dst_ip"), iface=None if pci else o.get("iface"), pci=pci,
                         frame_bytes=int(o.get("frame_bytes", DEFAULT_FRAME)), udp_port=_udp_port(spec),
                         file_prefix="@PREFIX@", lcores=str(o.get("lcores", "0,1")), cores=int(o.get("cores", 1)),
                         mem_mb=int(o.get("mem_mb", 64)), mbufs=int(o.get("mbufs", 8192)),
@@ -222,6 +225,7 @@ class DpdkTestpmd:
     rate_from_sockets = False   # per-second figures from the receiver's ifrate meter
     needs_link_facts = True     # frames are built at layer 2: next hop MAC, no ARP
     hardware_only = None
+    resolves_own_address = False
     option_keys = ("pci", "iface", "dst_mac", "src_ip", "dst_ip", "rx_iface", "frame_bytes", "lcores", "cores", "mem_mb", "mbufs", "multi_flow")   # what a flow's [flows.options] may set
     rules = FlowRules(("udp",))
 

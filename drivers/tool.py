@@ -85,6 +85,8 @@ class Tool(Protocol):
     rate_from_sockets: bool         # True: per-second figures from the sender's tcp_info (bytes acked)
     needs_link_facts: bool          # True: options carry the lab's iface/MAC/addresses (layer-2 tools)
     hardware_only: str | None       # what the tool needs that the embedded lab cannot give, if anything
+    resolves_own_address: bool      # its server looks up the receiver's test address (GridFTP): real
+                                    # hosts must resolve it (/etc/hosts or DNS), checked by preflight
     option_keys: tuple[str, ...]    # the keys a flow's `options` table may set for this tool
     rules: FlowRules                # what a flow declaration of this tool may say
 

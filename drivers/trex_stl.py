@@ -340,6 +340,7 @@ class TrexStl:
     rate_from_sockets = False   # per-second figures from the receiver's ifrate meter
     needs_link_facts = True
     hardware_only = "a TRex host with its release tree (options.trex_path); TRex cannot run in the embedded lab"
+    resolves_own_address = False
     option_keys = ("trex_path", "trex_server", "trex_ports", "line_rate_mbps", "python", "frame_bytes", "src_ip", "dst_ip", "rx_iface")   # what a flow's [flows.options] may set
     rules = FlowRules(("udp",), declared_rate=True)
 

@@ -170,6 +170,7 @@ class Udt:
     rate_from_sockets = False      # the receiver's own per-second counts
     needs_link_facts = False
     hardware_only = None
+    resolves_own_address = False
     option_keys = tuple(OPTION_FLAGS)   # what a flow's [flows.options] may set
     rules = FlowRules(("udp",))
 

@@ -19,14 +19,19 @@ def buffer_limit(buffer) -> int | None:
     return BUFFER_BYTES[buffer]
 
 
-def host_sysctls(cca: str, buffer, allowed_ccas: list[str]) -> dict[str, str]:
+def host_sysctls(cca: str, buffer, allowed_ccas: list[str], may_allow: bool = False) -> dict[str, str]:
     """A namespace may only default to an algorithm the host allows (tcp_allowed_congestion_control
     is global, and changing it would reach beyond the lab); otherwise the namespace keeps its
-    default and every flow sets its algorithm on its own socket (iperf3 -C), which root may do."""
+    default and every flow sets its algorithm on its own socket (iperf3 -C), which root may do.
+    may_allow: a host of its own (a real host, a VM) whose allowed list longhaul may extend for the
+    run (recorded and restored like every other sysctl here), so the cell's CCA is its default."""
     settings = {
         # a flow's cwnd must not carry over between trials through the route metrics cache
         "net.ipv4.tcp_no_metrics_save": "1",
     }
+    if may_allow and cca not in allowed_ccas:
+        allowed_ccas = [*allowed_ccas, cca]
+        settings["net.ipv4.tcp_allowed_congestion_control"] = " ".join(allowed_ccas)
     if cca in allowed_ccas:
         settings["net.ipv4.tcp_congestion_control"] = cca
     limit = buffer_limit(buffer)

@@ -89,6 +89,13 @@ def test_client_is_bounded_and_tidy():
     assert "--tx-udp=7000,7000" in script and "--txpkts=1000" in script
 
 
+def test_a_flow_naming_a_pci_nic_sends_from_it_not_from_the_lab_s_interface():
+    # OPTS carry the lab's iface as the trial's pair facts always do; options.pci was refused
+    # with "give exactly one of options.iface or options.pci" (issue 15)
+    script = dp.DpdkTestpmd().client(_spec(options={"pci": "0000:00:05.0"}))[2]
+    assert "-a 0000:00:05.0" in script and "af_packet" not in script and "--no-huge" not in script
+
+
 @pytest.mark.parametrize("kw,match", [({"duration_s": None, "bytes": 10**9}, "byte count"),
                                       ({"rate_mbps": 100.0}, "line rate"),
                                       ({"options": {"dst_mac": None}}, "dst_mac")])

@@ -71,6 +71,7 @@ class ToyTool:
     rate_from_sockets = False
     needs_link_facts = False
     hardware_only = None
+    resolves_own_address = False
     option_keys = ("payload",)
     rules = FlowRules(("udp",), declared_rate=True)
 

@@ -81,6 +81,14 @@ def test_profile_runs_on_vms_booted_from_the_image(vm_run):
         nics = {(h, nic): seen for h in ("S1", "R1", "R2", "D1") for nic, seen in record["hosts"][h]["offloads"].items()}
         assert len(nics) == 6 and all(s["applied"] == {"gro": False, "gso": False, "tso": False}
                                       and s["after"] == s["before"] for s in nics.values()), nics
+        cca = record["hosts"]["S1"]["sysctl"]["applied"]["net.ipv4.tcp_congestion_control"]
+        for end in ("S1", "D1"):      # the cell's CCA loaded (not at boot) and allowed for the run only
+            tuned = record["hosts"][end]
+            assert tuned["sysctl"]["applied"]["net.ipv4.tcp_congestion_control"] == cca
+            assert tuned.get("modules_loaded", []) == ([] if cca == "cubic" else [f"tcp_{cca}"]), (end, tuned)
+            allowed = tuned["sysctl"]["applied"].get("net.ipv4.tcp_allowed_congestion_control")
+            assert (allowed is None) == (cca == "cubic") and (allowed is None or cca in allowed.split()), tuned
+            assert tuned["sysctl"]["after"] == tuned["sysctl"]["before"]
     vm_lab = feats["vm_lab"]
     assert vm_lab["kernel"].endswith("-amd64") and vm_lab["accel"] in ("tcg", "kvm")
     assert set(vm_lab["vms"]) == {"S1", "R1", "R2", "D1"}

@@ -87,6 +87,19 @@ def test_what_the_profiles_need():
     assert {"ganesha.nfsd", "nfs-cp", "iperf3", "globus-url-copy"} <= set(wants.tools) and wants.ccas == ("cubic",)
 
 
+def test_a_receiver_must_name_its_test_address_when_gridftp_runs():
+    from longhaul.appliance.config.load import load_config
+    wants = ci.wants(needs_of(load_config(REPO / "config.toml", ["nfs-shared"])))
+    assert wants.resolving == ("gridftp",)
+    rx = host("receiver", interfaces=[NS(name="eth1", rate_mbps=1000, pci=None, link="access", ip="10.1.2.2")])
+    (check,) = [c for c in r.host_checks(rx, wants) if c.kind == "name"]
+    assert check.argv == ("getent", "hosts", "10.1.2.2")
+    assert r.interpret(check, done("10.1.2.2        d1-test\n")) == ("ok", "d1-test")
+    status, detail = r.interpret(check, done("", returncode=2))
+    assert status == "fail" and "gridftp looks its own test address up" in detail and "/etc/hosts" in detail
+    assert not [c for c in r.host_checks(rx, r.Wants()) if c.kind == "name"]
+
+
 def test_the_scripts_parse_as_posix_sh():
     for script in (r._TOOLS_SH, r._KERNEL_SH, r._CCA_SH, r._CLOCK_SH, r._LINK_SH, r._PCI_SH, r._KLD_SH,
                    r.CLOCK_LOOP_SH):

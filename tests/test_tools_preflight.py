@@ -59,6 +59,12 @@ def test_trex_is_refused_in_the_embedded_lab(tmp_path):
     assert "p.toml:11" in str(err.value) and "TRex cannot run in the embedded lab" in str(err.value)
 
 
+def test_trex_is_not_refused_before_the_backend_says_where_flows_run(tmp_path):
+    # the runner checks every tool before any lab (here=False); TRex was refused there too, so
+    # real hosts never got to run it (issue 15)
+    check_tools(load_config(_config(tmp_path, 'tool = "trex"\nudp_rate_mbps = 10')), here=False)
+
+
 def test_missing_program_is_refused(tmp_path, monkeypatch):
     config = load_config(_config(tmp_path, 'tool = "iperf3"'))
     monkeypatch.setattr("longhaul.appliance.run.preflight.shutil.which", lambda exe: None)

@@ -46,7 +46,9 @@ DEFAULT_CACHE = Path("/var/cache/longhaul/image")
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 CHROOT_ENV = "PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8"
 QUIET_UNITS = ("influxdb.service", "nfs-server.service", "rpcbind.service", "rpcbind.socket", "dpdk.service")
-BOOT_MODULES = ("tcp_htcp", "tcp_scalable", "tcp_bbr", "sch_netem", "sch_fq")
+# H-TCP and Scalable TCP are left to the lab, which loads a cell's CCA when it needs it
+# (hardware/backends/ssh/lab.py), as on any host longhaul did not install
+BOOT_MODULES = ("tcp_bbr", "sch_netem", "sch_fq")
 KERNEL_APPEND = f"root=LABEL={ROOT_LABEL} ro console=tty0 console=ttyS0,115200n8 net.ifnames=0"
 TELEGRAF = REPO / "build/bin/telegraf"
 

@@ -64,6 +64,8 @@ class LabNeeds:
     tools: tuple[str, ...] = ()                 # driver names of every flow (drivers/registry.py)
     ccas: tuple[str, ...] = ()                  # congestion controls of every TCP flow
     executables: tuple[str, ...] = ()           # the programs those tools run on the lab's hosts
+    # tools whose server looks up the receiver's own test address (Tool.resolves_own_address)
+    resolving_tools: tuple[str, ...] = ()
 
 
 @dataclass

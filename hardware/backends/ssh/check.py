@@ -25,7 +25,7 @@ def wants(needs: LabNeeds | None) -> readiness.Wants:
     """Which programs and congestion controls the run needs on the end hosts (None: no config)."""
     if needs is None:
         return readiness.Wants()
-    return readiness.Wants(tuple(needs.executables), tuple(needs.ccas))
+    return readiness.Wants(tuple(needs.executables), tuple(needs.ccas), tuple(needs.resolving_tools))
 
 
 def run_checks(inventory, needs: LabNeeds | None = None, via=None) -> list[readiness.Row]:

@@ -39,6 +39,8 @@ from longhaul.hardware.topology import Dumbbell, Host, Link, Port
 from longhaul.hardware.tuning import host_sysctls, sysctl_argv
 
 log = logging.getLogger(__name__)
+ALLOWED_CCAS = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+AVAILABLE_CCAS = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class HostFacts:
     allowed_ccas: tuple[str, ...] = ()         # tcp_allowed_congestion_control (end hosts)
     ccas: tuple[str, ...] = ()                 # tcp_available_congestion_control
     netem: bool = False                        # routers: netem available (else the delay line)
+    allowed_writable: bool = False             # end hosts: its own kernel's allowed list (not a netns's)
 
 
 @dataclass
@@ -117,12 +120,13 @@ def inventory_dumbbell(inventory, tag: str, pairs: int, bottleneck_rate_mbps: fl
 
 
 def tuned_sysctls(topo: Dumbbell, settings: LinkSettings, allowed: dict[str, tuple[str, ...]],
-                  routers: dict[str, RouterOS] | None = None) -> dict[str, dict]:
+                  routers: dict[str, RouterOS] | None = None, may_allow: frozenset[str] = frozenset()) -> dict[str, dict]:
     """Lab host -> the sysctls longhaul sets there (allowed: lab host -> its allowed CCAs;
-    routers: router -> its OS, Linux where not given)."""
+    routers: router -> its OS, Linux where not given; may_allow: the end hosts whose allowed list
+    may be extended by the cell's CCA)."""
     shapes = {host: shape for shape, host in bottleneck_shapes(topo, settings)}
     return {h.name: (_router(routers, h.name).sysctls(shapes[h.name]) if h.role == "router" else
-                     host_sysctls(settings.cca, settings.buffer, list(allowed.get(h.name, ()))))
+                     host_sysctls(settings.cca, settings.buffer, list(allowed.get(h.name, ())), h.name in may_allow))
             for h in topo.hosts}
 
 
@@ -150,11 +154,11 @@ def delay_settings(settings: LinkSettings, path_rtt_ms: float | None) -> LinkSet
 
 def hosts_plan(topo: Dumbbell, settings: LinkSettings, allowed: dict[str, tuple[str, ...]],
                netem: dict[str, bool], path_rtt_ms: float | None = None,
-               routers: dict[str, RouterOS] | None = None) -> list[Step]:
+               routers: dict[str, RouterOS] | None = None, may_allow: frozenset[str] = frozenset()) -> list[Step]:
     """Only what longhaul owns on real hosts: sysctls, then the bottleneck's shaping on both routers
     by their OS (netem: router -> has netem; a router whose shaper does not delay and has no netem
     gets the delay line, see HostsLab.build)."""
-    steps = [Step(host, argv) for host, values in tuned_sysctls(topo, settings, allowed, routers).items()
+    steps = [Step(host, argv) for host, values in tuned_sysctls(topo, settings, allowed, routers, may_allow).items()
              for argv in write_sysctls(routers, host, values)]
     for shape, host in bottleneck_shapes(topo, delay_settings(settings, path_rtt_ms)):
         steps += [Step(host, argv) for argv in _router(routers, host).shaping(shape, netem.get(host, False))]
@@ -179,10 +183,12 @@ class HostsLab:
         self.netem = {lab: features.hosts[m].netem for lab, m in names.items()
                       if m in features.hosts and features.hosts[m].role == "router"}
         self.routers = {h.name: ROUTERS[inventory.host(names[h.name]).os] for h in topo.hosts if h.role == "router"}
-        self.sysctls = tuned_sysctls(topo, settings, allowed, self.routers)
+        self._may_allow = frozenset(lab for lab, m in names.items()
+                                    if m in features.hosts and features.hosts[m].allowed_writable)
+        self.sysctls = tuned_sysctls(topo, settings, allowed, self.routers, self._may_allow)
         self._allowed = allowed
         self.path_rtt_ms: float | None = None
-        self.plan = hosts_plan(topo, settings, allowed, self.netem, routers=self.routers)
+        self.plan = hosts_plan(topo, settings, allowed, self.netem, routers=self.routers, may_allow=self._may_allow)
         self.record = {"backend": backend, "inventory": features.inventory, "tag": topo.tag,
                        "hosts": {lab: {"machine": m, "management": inventory.host(m).management}
                                  for lab, m in names.items()}}
@@ -293,15 +299,28 @@ class HostsLab:
                                                         for argv in r.unshaping(shaped[p.host])])
         # the path's own idle RTT, before any shaping, comes off the delay the shaping adds
         self.path_rtt_ms = idle_rtt(self.executor("S1"), self.address("D1"))
-        self.plan = hosts_plan(self.topo, self.settings, self._allowed, self.netem, self.path_rtt_ms, self.routers)
+        self.plan = hosts_plan(self.topo, self.settings, self._allowed, self.netem, self.path_rtt_ms, self.routers,
+                               self._may_allow)
         self.record["path_rtt_ms"] = self.path_rtt_ms
         self.record["added_rtt_ms"] = delay_settings(self.settings, self.path_rtt_ms).rtt_ms
+        self._load_cca_modules()
         for step in self.plan:
             self.executor(step.host).run(step.argv)
         if self.settings.rtt_ms > 0 and not all(self._delays_itself(h) for h in self.routers):
             self._start_delaylines()
         self.record["delay"] = {h: ("shaper" if self.routers[h].delays_itself else "netem" if self.netem.get(h)
                                     else "delayline") for h in self.routers}
+
+    def _load_cca_modules(self) -> None:
+        """The cell's CCA as a module an end host has not loaded: modprobe it, since the default and
+        the allowed list take only loaded ones (a root socket asking for it would load it, a
+        sysctl does not). Recorded; left loaded at teardown, where sockets may still hold it."""
+        module = f"tcp_{self.settings.cca}"
+        for host in (h.name for h in self.topo.hosts if h.role != "router"):
+            executor = self.executor(host)
+            if self.settings.cca not in executor.run(["cat", AVAILABLE_CCAS]).stdout.split():
+                executor.run(["modprobe", module])
+                self.record["hosts"][host]["modules_loaded"] = [module]
 
     def _set_offloads(self, before: dict) -> None:
         wanted = dict(self.settings.offloads)
@@ -373,14 +392,16 @@ def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
                 problems.append(f"{host.name}: no netem, and the delay line needs {', '.join(need)} "
                                 "(the helper at the controller's path: make setup on the router)")
         return HostFacts(host.name, host.role, netem=netem), problems
-    allowed = executor.run(["cat", "/proc/sys/net/ipv4/tcp_allowed_congestion_control"], check=False).stdout.split()
-    available = executor.run(["cat", "/proc/sys/net/ipv4/tcp_available_congestion_control"], check=False).stdout.split()
+    allowed = executor.run(["cat", ALLOWED_CCAS], check=False).stdout.split()
+    available = executor.run(["cat", AVAILABLE_CCAS], check=False).stdout.split()
+    # read-only in a network namespace (the hosts of tests/test_hosts_lab.py): the machine's own
+    writable = executor.run(["test", "-w", ALLOWED_CCAS], check=False).returncode == 0
     if host.role == "sender":
         probe = executor.run([sys.executable, "-c", "import longhaul.drivers.agents.tcpinfo_probe"], check=False)
         if probe.returncode != 0:
             problems.append(f"{host.name}: the socket sampler runs {sys.executable} -m longhaul.drivers.agents.tcpinfo_probe "
                             "there: install longhaul at the same path (make setup)")
-    return HostFacts(host.name, host.role, tuple(allowed), tuple(available)), problems
+    return HostFacts(host.name, host.role, tuple(allowed), tuple(available), allowed_writable=writable), problems
 
 
 def preflight(inventory, inventory_path, pairs: int, wants, via=None) -> HostsFeatures:

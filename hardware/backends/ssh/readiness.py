@@ -93,6 +93,7 @@ class Wants:
     """What the selected profiles need from the end hosts."""
     tools: tuple[str, ...] = ()   # executables of the traffic tools the profiles use
     ccas: tuple[str, ...] = ()    # congestion controls of their TCP flows (empty: DEFAULT_CCAS, optional)
+    resolving: tuple[str, ...] = ()   # tools whose server looks up the receiver's test address
 
 
 # -- which checks -----------------------------------------------------------------------------
@@ -123,6 +124,9 @@ def host_checks(host, wants: Wants = Wants()) -> list[Check]:
         ccas = wants.ccas or DEFAULT_CCAS
         checks.append(Check("congestion controls", "ccas",
                             ("sh", "-c", _CCA_SH, "sh", "tcp", "TCP_CONG", *ccas), (ccas, required)))
+    if host.role == "receiver" and wants.resolving:
+        for iface in (i for i in host.interfaces if i.link == "access"):
+            checks.append(Check(f"name of {iface.ip}", "name", ("getent", "hosts", iface.ip), (wants.resolving,)))
     checks.append(Check("clock sync", "clock", ("sh", "-c", _CLOCK_SH)))
     checks.append(Check("clock offset", "offset", ("sh", "-c", CLOCK_LOOP_SH)))
     for iface in host.interfaces:
@@ -268,11 +272,21 @@ def interpret_ccas(done, params) -> tuple[str, str]:
             notes.append(f"{cca}: {words}")        # built in but not listed: odd, say so
         elif state == "loadable":
             statuses.append(WARN)
-            notes.append(f"{cca}: not loaded, {words} (modprobe tcp_{cca}, or a root socket asking for it loads it)")
+            notes.append(f"{cca}: not loaded, {words} (a run loads it: modprobe tcp_{cca})")
         else:
             statuses.append(FAIL if required else WARN)
             notes.append(f"{cca}: {words}" + ("" if required else " (no profile asks for it)"))
     return worst(statuses), "available: " + " ".join(available) + ("; " + "; ".join(notes) if notes else "")
+
+
+def interpret_name(done, params) -> tuple[str, str]:
+    """`getent hosts ADDR` on a receiver: a server that looks up its own address at start (GridFTP's
+    fails with "Temporary failure in name resolution" where nothing answers) needs it to resolve."""
+    (tools,) = params
+    if done.returncode == 0 and done.stdout.split():
+        return OK, " ".join(done.stdout.split()[1:]) or done.stdout.strip()
+    return FAIL, (f"does not resolve on this host, and {', '.join(tools)} looks its own test address up at "
+                  "start: give it a name in /etc/hosts (or DNS, forward and reverse)")
 
 
 def interpret_clock(done) -> tuple[str, str]:
@@ -406,7 +420,7 @@ def interpret(check: Check, done) -> tuple[str, str]:
     if failure is not None:
         return FAIL, f"{failure[0]}: {failure[1]}"
     with_params = {"tools": interpret_tools, "qdiscs": interpret_qdiscs, "ccas": interpret_ccas,
-                   "link": interpret_link, "link_bsd": interpret_link_bsd}
+                   "link": interpret_link, "link_bsd": interpret_link_bsd, "name": interpret_name}
     plain = {"clock": interpret_clock, "pci": interpret_pci, "dummynet": interpret_dummynet}
     if check.kind in with_params:
         return with_params[check.kind](done, check.params)
