@@ -111,7 +111,9 @@ def test_influxd_killed_mid_run_and_restarted_loses_nothing(tmp_path):
 
     run_dir, server, out = run_with_fault(tmp_path, 6, kill_then_restart)
     try:
-        assert "connection refused; the run goes on" in out and "is back after" in out
+        # the first write after the kill meets either a closed port ("connection refused") or the
+        # shipper's kept-alive connection reset ("Connection aborted"): both are an outage said once
+        assert "; the run goes on and its points wait" in out and "is back after" in out, out[-3000:]
         check_database(run_dir, server, tmp_path)
     finally:
         server.stop()
