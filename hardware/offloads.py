@@ -49,8 +49,9 @@ def offload_states(text: str, names) -> dict[str, bool]:
 def refused(text: str, wanted: Mapping[str, bool]) -> list[str]:
     """What the driver did not set, as `gro on (off [fixed])`."""
     features = parse_ethtool_features(text)
-    return [f"{n} {'on' if on else 'off'} ({features.get(FEATURES[n], 'absent')})"
-            for n, on in sorted(wanted.items()) if offload_states(text, [n])[n] != on]
+    return [f"{n} {word} ({state})" for n, on in sorted(wanted.items())
+            for word, state in [("on" if on else "off", features.get(FEATURES[n], "absent"))]
+            if state.split()[0] != word]
 
 
 def read_offloads(executor, ifname: str, names) -> dict[str, bool]:
