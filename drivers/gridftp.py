@@ -6,7 +6,10 @@ receiver, so every burst is a PUT: the client reads /dev/zero (memory) or a file
 
 Ports. The burst's port (spec.port, one of the flow's own ports) is the *data* port: the server's
 passive listener is pinned to it with -port-range, so the trial's socket sampler, which keys sockets
-to flows by destination port, sees all N parallel data streams as the flow's sockets. The control
+to flows by destination port, sees all N parallel data streams as the flow's sockets. Globus's TCP
+driver binds listeners without SO_REUSEADDR unless told, and a one-port range has no other port to
+try: a connection on that port in TIME_WAIT on the receiver (a stopped trial's server closes first)
+would fail PASV for a minute, so the data stack is `tcp:reuse=true`. The control
 channel listens on control_port(spec) (spec.port + CONTROL_PORT_OFFSET unless the flow's options
 name one), which no flow owns, so the few-hundred-byte control socket is never sampled.
 
@@ -83,6 +86,7 @@ def server_argv(spec: BurstSpec) -> list[str]:
             "-p", str(control_port(spec)),
             "-control-interface", host, "-data-interface", host,
             "-port-range", f"{spec.port},{spec.port}",
+            "-dc-default", "tcp:reuse=true",           # bind the data port beside TIME_WAIT ones
             "-log-level", "error,warn,info,transfer",
             "-logfile", "/dev/stdout", "-log-module", "stdio:buffer=0",
             "-log-transfer", str(transfer_log_path(spec))]

@@ -63,6 +63,7 @@ def test_server_argv_binds_receiver_and_pins_data_port():
     pairs = dict(itertools.pairwise(cmd))
     assert pairs["-p"] == "15301"                         # control: port + offset
     assert pairs["-port-range"] == "5301,5301"            # data: the burst's own port
+    assert pairs["-dc-default"] == "tcp:reuse=true"       # ... even while it is in TIME_WAIT
     assert pairs["-control-interface"] == "D1" and pairs["-data-interface"] == "D1"
     assert pairs["-anonymous-user"] == "root" and "-aa" in cmd and "-allow-root" in cmd
     assert pairs["-c"] == "/dev/null" and pairs["-logfile"] == "/dev/stdout"
@@ -316,6 +317,24 @@ def _burst(tool: GridFTP, spec: BurstSpec, tmp: Path, tag: str):
     return client_rc, result, per_s, sockets
 
 
+def _time_wait_on_receiver(port: int) -> None:
+    """A connection to B:port that B closes first, so B holds the port in TIME_WAIT for a minute."""
+    server = ("import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+              f"s.bind(('{B_IP}', {port})); s.listen(); c, _ = s.accept(); c.close(); s.close()")
+    srv = subprocess.Popen(_nsx(NS_B, sys.executable, "-c", server))
+    try:
+        deadline = time.monotonic() + 10
+        while f":{port} " not in _run(*_nsx(NS_B, "ss", "-Hltn", f"sport = :{port}")).stdout:
+            assert srv.poll() is None and time.monotonic() < deadline, "the closing server did not listen"
+            time.sleep(0.02)
+        client = f"import socket; c = socket.create_connection(('{B_IP}', {port})); c.recv(1); c.close()"
+        _run(*_nsx(NS_A, sys.executable, "-c", client))
+        assert srv.wait(10) == 0
+    finally:
+        _stop(srv)
+    assert "TIME-WAIT" in _run(*_nsx(NS_B, "ss", "-Htan", f"sport = :{port}")).stdout
+
+
 @pytest.mark.lab
 @requires_lab
 @pytest.mark.skipif(not HAVE_GLOBUS, reason="globus-gridftp-server-progs / globus-gass-copy-progs not installed")
@@ -342,7 +361,9 @@ def test_lab_gridftp_put_memory_and_disk(tmp_path):
         log = (work / "m0" / "gridftp-transfer-5301.log").read_text()
         assert gridftp.parse_transfer_stats(log)[0]["bytes"] == 60_000_000
 
-        # disk-to-disk: a 20 MB file written on S, stored into D's workdir, both removed afterwards
+        # disk-to-disk: a 20 MB file written on S, stored into D's workdir, both removed afterwards;
+        # its data port is in TIME_WAIT on D (a stopped trial's server closed first), as CI once saw
+        _time_wait_on_receiver(5310)
         spec = _spec(port=5310, bytes=20_000_000, streams=4, storage="disk",
                      workdir=PurePosixPath(str(work / "d")))
         rc, result, per_s, sockets = _burst(tool, spec, tmp_path, "disk")
