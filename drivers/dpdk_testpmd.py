@@ -224,7 +224,7 @@ class DpdkTestpmd:
     sets_cca = True             # UDP only: no TCP socket for the trial's CCA shim to touch
     rate_from_sockets = False   # per-second figures from the receiver's ifrate meter
     needs_link_facts = True     # frames are built at layer 2: next hop MAC, no ARP
-    hardware_only = None
+    sends_from = "sender"
     resolves_own_address = False
     option_keys = ("pci", "iface", "dst_mac", "src_ip", "dst_ip", "rx_iface", "frame_bytes", "lcores", "cores", "mem_mb", "mbufs", "multi_flow")   # what a flow's [flows.options] may set
     rules = FlowRules(("udp",))

@@ -255,7 +255,7 @@ class GridFTP:
     sets_cca = False               # the trial's LD_PRELOAD shim sets it per socket
     rate_from_sockets = True       # -vb reports every 5 s; the sender's tcp_info every 0.1 s
     needs_link_facts = False
-    hardware_only = None
+    sends_from = "sender"
     resolves_own_address = True   # the server looks up the receiver's test address at start
     option_keys = ("gridftp_control_port", "gridftp_bind")   # what a flow's [flows.options] may set
     rules = FlowRules(("tcp",), multi_stream=True, flow_fields=("storage", "file_bytes"), check=_check_flow)

@@ -101,7 +101,7 @@ class Iperf3:
     sets_cca = True                 # -C
     rate_from_sockets = False       # the server's own intervals
     needs_link_facts = False
-    hardware_only = None
+    sends_from = "sender"
     resolves_own_address = False
     option_keys = ()   # what a flow's [flows.options] may set
     rules = FlowRules(("tcp", "udp"), declared_rate=True, multi_stream=True)

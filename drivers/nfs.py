@@ -199,7 +199,7 @@ class Nfs:
     sets_cca = False    # nfs-cp has no CCA option: the trial's ccashim sets it on every TCP socket
     rate_from_sockets = True    # per copy figures spread over time are approximate; tcp_info is not
     needs_link_facts = False
-    hardware_only = None
+    sends_from = "sender"
     resolves_own_address = False
     option_keys = ("iterations", "mount_port", "bind")   # what a flow's [flows.options] may set
     rules = FlowRules(("tcp",), flow_fields=("clients", "file_bytes"), check=_check_flow)

@@ -194,7 +194,7 @@ class PacedUdp:
     sets_cca = True                # UDP: no congestion control to set
     rate_from_sockets = False      # the receiver's own per-second counts
     needs_link_facts = False
-    hardware_only = None
+    sends_from = "sender"
     resolves_own_address = False
     option_keys = ("payload_bytes", "catchup", "burst_ms", "max_lag_ms", "tick_us", "idle_timeout_s", "rcvbuf_bytes")   # what a flow's [flows.options] may set
     rules = FlowRules(("udp",), declared_rate=True, in_burst_shapes=("sinusoid",))

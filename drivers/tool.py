@@ -84,7 +84,8 @@ class Tool(Protocol):
     sets_cca: bool                  # False: the trial gives its TCP sockets the CCA (drivers/ccashim.py)
     rate_from_sockets: bool         # True: per-second figures from the sender's tcp_info (bytes acked)
     needs_link_facts: bool          # True: options carry the lab's iface/MAC/addresses (layer-2 tools)
-    hardware_only: str | None       # what the tool needs that the embedded lab cannot give, if anything
+    sends_from: str                 # "sender": the pair's S host; "generator": the lab's traffic
+                                    # generator (TRex), which only some labs have (Backend.has_generator)
     resolves_own_address: bool      # its server looks up the receiver's test address (GridFTP): real
                                     # hosts must resolve it (/etc/hosts or DNS), checked by preflight
     option_keys: tuple[str, ...]    # the keys a flow's `options` table may set for this tool

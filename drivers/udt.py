@@ -169,7 +169,7 @@ class Udt:
     sets_cca = True                # no TCP socket: the trial's CCA shim has nothing to set
     rate_from_sockets = False      # the receiver's own per-second counts
     needs_link_facts = False
-    hardware_only = None
+    sends_from = "sender"
     resolves_own_address = False
     option_keys = tuple(OPTION_FLAGS)   # what a flow's [flows.options] may set
     rules = FlowRules(("udp",))

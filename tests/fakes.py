@@ -32,7 +32,8 @@ from longhaul.core.model import Strict
 from longhaul.drivers.agents.replay_leg import MODULE as LEG_AGENT
 from longhaul.drivers.agents.replay_leg import PORT as LEG_PORT
 from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
-from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
+from longhaul.drivers.trex_stl import RUNNER as TREX_RUNNER
+from longhaul.hardware.backends.base import GENERATOR, LabNeeds, LabSpec, Readiness, RunContext
 from longhaul.hardware.backends.registry import BACKENDS
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import Completed
@@ -54,6 +55,8 @@ class FakePath:
     client_output: str | None = None  # the iperf3 client's stdout (default: tests/data/iperf3_tcp_p2.json)
     rtt_rounds: int = 5               # fping rounds the probe reports per trial
     socket_ticks: int = 20            # tcp_info ticks (10 Hz) the sampler reports per trial
+    generator: bool = False           # the lab has a traffic generator (G1) for trex flows
+    generator_mbps: float = 40.0      # what TRex sends and the receiver's meter counts, per second
 
 
 class FakeProcess:
@@ -111,6 +114,8 @@ class FakeExecutor:
             return Completed(argv, 0, f"LISTEN 0 5 *:{argv[-1].lstrip(':')} *:*\n", "")
         if argv[0] == "iperf3" and "-c" in argv:         # the verification's rate probe
             return Completed(argv, 0, self.lab.client_output(), "")
+        if argv[0] == "cat" and argv[-1].endswith(".ready"):    # the ifrate meter's ready file
+            return Completed(argv, 0, "ready\n", "")
         if argv[0] == "mktemp":
             return Completed(argv, 0, f"/tmp/fake.{next(_pids)}\n", "")
         if argv[:3] == ["sh", "-c", 'cat > "$1"']:        # a file written on the host
@@ -148,7 +153,8 @@ class FakeLab:
         return self.settings.rtt_ms + self.path.rtt_offset_ms
 
     def executor(self, host: str) -> FakeExecutor:
-        self.topo.host(host)                 # a KeyError for a host the lab does not have
+        if not (host == GENERATOR and self.path.generator):
+            self.topo.host(host)             # a KeyError for a host the lab does not have
         return FakeExecutor(host, self)
 
     def address(self, host: str) -> str:
@@ -159,6 +165,12 @@ class FakeLab:
 
     def pair_facts(self, pair: int) -> dict:
         return {}
+
+    def generator_facts(self, pair: int) -> dict:
+        if not self.path.generator:
+            raise KeyError(GENERATOR)
+        return {"trex_path": "/opt/trex/v3.04", "trex_ports": [0], "src_ip": "10.1.3.2", "line_rate_mbps": 10000,
+                "dst_ip": self.address(f"D{pair}"), "rx_iface": f"d{pair}-eth0"}
 
     def build(self) -> None:
         self.built = True
@@ -184,9 +196,32 @@ class FakeLab:
             return 0.0, self._leg_events(json.loads(self.files[argv[-1]]))
         if (argv[0] == "iperf3" and "-s" in argv) or "globus-gridftp-server" in argv:
             return math.inf, ""
+        if "longhaul.drivers.agents.ifrate" in argv:
+            return math.inf, self._meter_lines()
+        if TREX_RUNNER in argv:
+            return 0.0, self._trex_lines(json.loads(argv[-1]))
         if argv[0] == "iperf3" and "-c" in argv:
             return 0.0, self.client_output()
         return 0.0, ""
+
+    def _meter_lines(self, seconds: int = 3) -> str:
+        per_s = int(self.path.generator_mbps * 1e6 / 8)
+        lines = [{"event": "ready"}] + [{"t": float(k), "seconds": 1.0, "bytes": per_s, "packets": per_s // 1514}
+                                        for k in range(1, seconds + 1)]
+        lines.append({"event": "end", "bytes": per_s * seconds, "packets": per_s // 1514 * seconds})
+        return "".join(json.dumps(x) + "\n" for x in lines)
+
+    def _trex_lines(self, args: dict, seconds: int = 3) -> str:
+        """The TRex runner's JSON lines, as drivers/trex_stl.py's RUNNER prints them."""
+        per_s = int(self.path.generator_mbps * 1e6 / 8)
+        pkts = per_s // 1514
+        lines = [{"event": "start", "ts": time.time()}]
+        lines += [{"opackets": pkts, "obytes": per_s, "ipackets": 0, "ibytes": 0, "t": float(k)}
+                  for k in range(1, seconds + 1)]
+        lines.append({"event": "end", "seconds": float(seconds), "warnings": [],
+                      "total": {"opackets": pkts * seconds, "obytes": per_s * seconds, "ipackets": 0, "ibytes": 0},
+                      "ports": {str(p): {} for p in args["ports"]}})
+        return "".join(json.dumps(x) + "\n" for x in lines)
 
     def _burst_rounds(self, target: str) -> str:
         """rtt_probe's loop: `T <epoch>` then fping's burst line, one round a second from now."""
@@ -289,6 +324,9 @@ class FakeBackend:
 
     def configure(self, settings: FakeSettings, config_dir: Path) -> FakeSettings:
         return settings
+
+    def has_generator(self, configured) -> bool:
+        return self.path.generator
 
     def check(self, configured, needs: LabNeeds, console) -> Readiness:
         return Readiness(True, runs_tools_here=False, congestion_controls=FakeSession.congestion_controls)

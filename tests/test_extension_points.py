@@ -70,7 +70,7 @@ class ToyTool:
     sets_cca = True
     rate_from_sockets = False
     needs_link_facts = False
-    hardware_only = None
+    sends_from = "sender"
     resolves_own_address = False
     option_keys = ("payload",)
     rules = FlowRules(("udp",), declared_rate=True)

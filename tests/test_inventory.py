@@ -201,3 +201,35 @@ def test_inventory_path_is_named_from_config():
     assert inventory_path("uofa", Path("/x")) == Path("/x/hardware/uofa.toml")
     with pytest.raises(ConfigError):
         inventory_path("../etc/passwd", Path("/x"))
+
+
+GENERATOR = """
+[[hosts]]
+name = "G1"
+role = "generator"
+management = "192.0.2.41"
+trex_path = "/opt/trex/v3.04"
+[[hosts.interfaces]]
+name = "trex0"
+address = "10.1.3.2/24"
+rate_mbps = 10000
+pci = "0000:3b:00.0"
+"""
+
+
+def test_a_generator_has_its_trex_tree_and_dpdk_ports(tmp_path):
+    text = MINIMAL.replace("\n[bottleneck]", GENERATOR + "\n[bottleneck]")
+    inv = load_inventory(write(tmp_path, text))
+    assert inv.generator().name == "G1" and inv.generator().trex_path == "/opt/trex/v3.04"
+    assert load_inventory(write(tmp_path, MINIMAL)).generator() is None
+    no_tree = text.replace('trex_path = "/opt/trex/v3.04"\n', "")
+    err = error_for(tmp_path, no_tree)
+    assert "hosts[4].trex_path" in str(err) and "TRex release tree" in str(err)
+    no_pci = text.replace('pci = "0000:3b:00.0"\n', "")
+    assert "at least one interface with pci" in str(error_for(tmp_path, no_pci))
+    elsewhere = MINIMAL.replace('role = "sender"\n', 'role = "sender"\ntrex_path = "/opt/trex"\n')
+    err = error_for(tmp_path, elsewhere)
+    assert "hosts[0].trex_path" in str(err) and err.line == line_of(elsewhere, "trex_path")
+    two = text.replace("\n[bottleneck]", GENERATOR.replace('"G1"', '"G2"').replace("192.0.2.41", "192.0.2.42")
+                       .replace("10.1.3.2", "10.1.4.2") + "\n[bottleneck]")
+    assert "at most one generator" in str(error_for(tmp_path, two))

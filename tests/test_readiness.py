@@ -102,8 +102,33 @@ def test_a_receiver_must_name_its_test_address_when_gridftp_runs():
 
 def test_the_scripts_parse_as_posix_sh():
     for script in (r._TOOLS_SH, r._KERNEL_SH, r._CCA_SH, r._CLOCK_SH, r._LINK_SH, r._PCI_SH, r._KLD_SH,
-                   r.CLOCK_LOOP_SH):
+                   r._TREX_SH, r.CLOCK_LOOP_SH):
         subprocess.run(["sh", "-n", "-c", script], check=True)
+
+
+def test_a_generator_is_checked_for_its_trex_tree_server_and_dpdk_ports():
+    gen = host("generator", interfaces=[iface("trex0", 10000, pci="0000:3B:00.0")])
+    gen.trex_path = "/opt/trex/v3.04"
+    checks = r.host_checks(gen, r.Wants(tools=("iperf3",)))
+    assert [c.name for c in checks] == ["tools", "trex", "clock sync", "clock offset", "pci 0000:3B:00.0"]
+    assert checks[0].params == r.GENERATOR_TOOLS                 # not the end hosts' iperf3 and fping
+    assert checks[1].argv[-1] == "/opt/trex/v3.04" and "/opt/trex" not in checks[1].argv[2]
+    assert r.interpret_trex(done("server present\napi present\nrpc listening\n"), ("/t",))[0] == r.OK
+    status, detail = r.interpret_trex(done("server present\napi present\nrpc closed\n"), ("/t",))
+    assert status == r.FAIL and "t-rex-64 -i" in detail and "4501" in detail
+    status, detail = r.interpret_trex(done("server missing\napi present\nrpc closed\n"), ("/t",))
+    assert status == r.FAIL and "/t/t-rex-64" in detail
+    status, detail = r.interpret_trex(done("server present\napi missing\nrpc listening\n"), ("/t",))
+    assert status == r.FAIL and "STL client library" in detail
+
+
+def test_the_trex_script_reads_a_release_tree(tmp_path):
+    (tmp_path / "t-rex-64").write_text("#!/bin/sh\n")
+    (tmp_path / "t-rex-64").chmod(0o755)
+    (tmp_path / "automation/trex_control_plane/interactive/trex/stl").mkdir(parents=True)
+    out = subprocess.run(["sh", "-c", r._TREX_SH, "sh", str(tmp_path)], capture_output=True, text=True).stdout
+    assert out.splitlines()[:2] == ["server present", "api present"]
+    assert out.splitlines()[2] in ("rpc listening", "rpc closed")
 
 
 # -- interpretations of captured output -------------------------------------------------------------

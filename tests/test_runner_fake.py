@@ -28,7 +28,7 @@ from longhaul.appliance.run.runner import Runner
 from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store.reader import load_store
 from longhaul.collectors.store.writer import FileRunWriter
-from longhaul.drivers import iperf3
+from longhaul.drivers import iperf3, trex_stl
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -160,3 +160,59 @@ def test_longhaul_run_on_the_fake_lab_prints_and_reports(tmp_path, monkeypatch, 
     run_dir = Path(out.strip().splitlines()[-1])
     assert (run_dir / "report.html").stat().st_size > 10_000
     assert "tiny-" in out and f"{FAKE_MBPS:.1f}" in out       # the results table, from typed entries
+
+
+TREX_PROFILE = """
+[profile]
+description = "fake lab: TRex background beside iperf3"
+repeats = 1
+[topology]
+pairs = 1
+bottleneck_rate_mbps = 100
+rtt_ms = 20
+queue = "1bdp"
+[[flows]]
+name = "fg"
+role = "foreground"
+tool = "iperf3"
+pair = 1
+duration_s = 1
+[[flows]]
+name = "bg"
+role = "background"
+tool = "trex"
+protocol = "udp"
+udp_rate_mbps = 40
+pair = 1
+duration_s = 3
+[flows.options]
+frame_bytes = 1024
+"""
+
+
+def test_a_trex_flow_sends_from_the_labs_generator_with_its_tree_and_ports(tmp_path, monkeypatch):
+    store, backend = run(tmp_path, monkeypatch, FakePath(generator=True), TREX_PROFILE)
+    (cell,) = store.cells
+    assert cell.status == "complete" and all(t.ok for t in cell.trials)
+    (lab,) = backend.labs
+    runners = [(host, argv) for host, argv in lab.commands if trex_stl.RUNNER in argv]
+    assert [host for host, _ in runners] == ["G1"]          # not the pair's sender
+    args = json.loads(runners[0][1][-1])
+    assert args["trex_path"] == "/opt/trex/v3.04" and args["ports"] == [0]
+    source = args["profile_source"]
+    assert "'10.1.3.2'" in source and f"'{lab.address('D1')}'" in source and "_packet(1024," in source
+    meters = [(host, argv) for host, argv in lab.commands if "longhaul.drivers.agents.ifrate" in argv]
+    assert [host for host, _ in meters] == ["D1"] and "d1-eth0" in meters[0][1]   # the receiver's meter
+    bg = next(f for f in cell.trials[0].flows if f.name == "bg")
+    assert bg.mean_mbps == pytest.approx(40.0, rel=0.01)     # what the receiver's meter counted
+
+
+def test_a_trex_flow_is_refused_at_its_line_where_the_lab_has_no_generator(tmp_path, monkeypatch, capsys):
+    use_fake_backend(monkeypatch, FakeBackend(FakePath(generator=False)))
+    config = write_fake_config(tmp_path, TREX_PROFILE)
+    assert app.main(["run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    line = TREX_PROFILE.splitlines().index('tool = "trex"') + 1
+    assert f"tiny.toml:{line}" in err, err
+    assert "role = 'generator'" in err and "has none" in err, err
+    assert not (tmp_path / "runs").exists()                 # refused before anything started

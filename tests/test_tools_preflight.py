@@ -52,17 +52,17 @@ def test_unknown_tool_is_refused_at_the_tool_key(tmp_path):
     assert "p.toml:11" in text and "flows[0].tool = 'ftp'" in text and "one of iperf3, gridftp" in text
 
 
-def test_trex_is_refused_in_the_embedded_lab(tmp_path):
+def test_trex_is_refused_at_its_line_where_the_lab_has_no_generator(tmp_path):
     config = load_config(_config(tmp_path, 'tool = "trex"\nudp_rate_mbps = 10'))
-    with pytest.raises(ConfigError) as err:
-        check_tools(config)
-    assert "p.toml:11" in str(err.value) and "TRex cannot run in the embedded lab" in str(err.value)
+    for here in (True, False):           # the embedded lab, and real hosts without a generator
+        with pytest.raises(ConfigError) as err:
+            check_tools(config, here=here)
+        assert "p.toml:11" in str(err.value) and "role = 'generator'" in str(err.value)
 
 
-def test_trex_is_not_refused_before_the_backend_says_where_flows_run(tmp_path):
-    # the runner checks every tool before any lab (here=False); TRex was refused there too, so
-    # real hosts never got to run it (issue 15)
-    check_tools(load_config(_config(tmp_path, 'tool = "trex"\nudp_rate_mbps = 10')), here=False)
+def test_trex_is_not_refused_where_the_lab_has_a_generator(tmp_path):
+    # TRex was refused on every backend, so real hosts never got to run it (issue 15)
+    check_tools(load_config(_config(tmp_path, 'tool = "trex"\nudp_rate_mbps = 10')), here=False, generator=True)
 
 
 def test_missing_program_is_refused(tmp_path, monkeypatch):

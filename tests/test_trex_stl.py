@@ -9,6 +9,9 @@ output parsed here is what it printed against that stand-in. The live run needs 
 from __future__ import annotations
 
 import ast
+import base64
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -18,6 +21,8 @@ from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
 
 import pytest
+from trex_stl_lib.trex_stl_sim import STLSim  # TRex's STL library: the test extra (pyproject)
+from trex_stl_lib.trex_stl_streams import STLProfile, STLStream
 
 from longhaul.drivers import trex_stl as ts
 from longhaul.drivers.tool import BurstSpec
@@ -102,6 +107,73 @@ def test_generation_rejects(kw):
 
 
 # --------------------------------------------------------------------------- plan
+
+# --------------------------------------------------------------------------- TRex's own library
+
+# Each pattern's profile, as TRex's STL client library loads and compiles it into the add_stream
+# JSON-RPC calls the server takes (STLSim's json mode: names resolved to stream ids, no simulator).
+COMPILED = {
+    "continuous": (_flow(start_s=1.5), {"rate_mbps": 200, "frame_bytes": 1024}),
+    "single_burst": (_flow(duration_s=None, bytes=10_000_000), {"rate_mbps": 100, "frame_bytes": 1000}),
+    "square": (_flow(pattern="square", duration_s=45.0, on_s=10.0, off_s=10.0), {"rate_mbps": 500}),
+    "bursty": (_flow(pattern="bursty", duration_s=20.0, burst_s=1.0, every_s=5.0), {"line_rate_mbps": 10_000}),
+    "sinusoid": (_flow(pattern="sinusoid", duration_s=10.0, min_mbps=100.0, max_mbps=500.0, period_s=5.0),
+                 {"frame_bytes": 1518}),
+}
+
+
+def _compiled(tmp_path, monkeypatch, name: str, streams) -> list[dict]:
+    path = tmp_path / f"lh_{name}.py"
+    path.write_text(ts.profile_source(streams))
+    loaded = STLProfile.load_py(str(path)).get_streams()
+    assert [(s.get_name(), s.next) for s in loaded] == [(d.name, d.next) for d in streams]
+    # PyPI's trex-stl-lib 0.3 went through 2to3, which turned get_next's `self.next` into
+    # `__next__`, so its compiler drops every chain; TRex's own (trex-core's trex_stl_streams.py)
+    # returns self.next, which is what this restores
+    monkeypatch.setattr(STLStream, "get_next", lambda self: self.next)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        STLSim(bp_sim_path=str(tmp_path)).run([str(path)], mode="json")
+    calls = json.loads(out.getvalue())
+    assert calls[-1]["method"] == "start_traffic"
+    return [c["params"] for c in calls[:-1]]
+
+
+@pytest.mark.parametrize("name", sorted(COMPILED))
+def test_trex_stl_library_compiles_every_pattern(tmp_path, monkeypatch, name):
+    flow, kw = COMPILED[name]
+    streams = _streams(flow, **kw)
+    added = _compiled(tmp_path, monkeypatch, name, streams)
+    assert len(added) == len(streams)
+    ids = {s.name: a["stream_id"] for s, a in zip(streams, added)}
+    for decl, params in zip(streams, added):
+        stream = params["stream"]
+        mode = stream["mode"]
+        assert mode["type"] == decl.mode
+        assert mode["rate"] == {"type": decl.rate_kind, "value": pytest.approx(decl.rate_value)}
+        assert stream["isg"] == pytest.approx(decl.isg_us) and stream["self_start"] is decl.self_start
+        assert stream["next_stream_id"] == (ids[decl.next] if decl.next else -1)
+        if decl.mode == "single_burst":
+            assert mode["total_pkts"] == decl.total_pkts
+        if decl.mode == "multi_burst":
+            assert (mode["pkts_per_burst"], mode["ibg"], mode["count"]) == (decl.pkts_per_burst, decl.ibg_us, decl.count)
+        frame = base64.b64decode(stream["packet"]["binary"])
+        assert len(frame) == decl.frame_bytes - ts.FCS                     # the NIC appends the FCS
+        assert frame[26:34] == bytes(map(int, "10.234.1.1".split("."))) + bytes(map(int, "10.234.2.1".split(".")))
+        assert int.from_bytes(frame[36:38], "big") == 7000                   # UDP destination port
+
+
+def test_a_compiled_sinusoid_carries_seed_002s_integral():
+    flow, kw = COMPILED["sinusoid"]
+    streams = _streams(flow, **kw)
+    assert len(streams) == 2 * ts.SINE_STEPS_PER_PERIOD                      # 10 s of a 5 s period
+    bits = sum(s.total_pkts * s.frame_bytes * 8 for s in streams)
+    # f(t) = Avg cos(t/c) + Min + Avg over whole periods: (Min + Avg) x T = 300 Mb/s x 10 s
+    assert bits == pytest.approx(300e6 * 10, rel=1e-3)
+    rates = [s.rate_value / 1e6 for s in streams]
+    assert rates[0] == pytest.approx(496.9, abs=0.5) and min(rates) == pytest.approx(103.1, abs=0.5)
+    assert ts.expected_seconds(streams) == pytest.approx(10.0, abs=0.01)
+
 
 def test_launch_plan():
     streams = _streams(_flow(pattern="square", duration_s=40.0, on_s=10.0, off_s=10.0), rate_mbps=500)

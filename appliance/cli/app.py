@@ -156,7 +156,7 @@ def cmd_check(args) -> int:
     if not readiness.ready:
         return 1
     check_ccas(config, readiness.congestion_controls)
-    check_tools(config, here=readiness.runs_tools_here)
+    check_tools(config, here=readiness.runs_tools_here, generator=config.backend.has_generator(config.lab))
     influx = config.data.store.influx
     if influx is not None:       # the run's own preflight: reachable, credential, database or bucket
         preflight(influx, config.influx_credential).close()
@@ -176,7 +176,7 @@ def _tools_table(config) -> Table:
     for name in TOOLS:
         tool = tool_for(name)
         programs = [f"{exe} [red](missing)[/red]" if not shutil.which(exe) else exe for exe in tool.executables]
-        ready = ("[yellow]needs " + tool.hardware_only + "[/yellow]" if tool.hardware_only
+        ready = ("[yellow]needs a generator host[/yellow]" if tool.sends_from == "generator"
                  else _yes(all(shutil.which(exe) for exe in tool.executables)))
         table.add_row(name, "yes" if name in used else "", " ".join(programs), ready)
     return table

@@ -29,7 +29,8 @@ def needs_of(config: Config) -> LabNeeds:
     if any(spec.cell.tuning.offloads for profile in config.profiles for spec in profile.cells):
         executables.append("ethtool")          # hardware/offloads.py sets them on every lab host
     resolving = tuple(name for name in tools if tool_for(name).resolves_own_address)
-    return LabNeeds(pairs, tuple(tools), tuple(ccas), tuple(executables), resolving)
+    generator = any(tool_for(name).sends_from == "generator" for name in tools)
+    return LabNeeds(pairs, tuple(tools), tuple(ccas), tuple(executables), resolving, generator)
 
 
 def check_ccas(config: Config, available: tuple[str, ...] | None) -> None:
@@ -47,18 +48,20 @@ def check_ccas(config: Config, available: tuple[str, ...] | None) -> None:
                                     fallback=("tuning", "cca"))
 
 
-def check_tools(config: Config, here: bool = True) -> None:
-    """Every flow's tool has a driver and, where the flows run on this machine (`here`, the
-    embedded lab), the embedded lab can run it and its programs are installed; real hosts are
-    checked over SSH by their backend instead."""
+def check_tools(config: Config, here: bool = True, generator: bool = False) -> None:
+    """Every flow's tool has a driver; a tool that sends from a traffic generator has one in the
+    lab (`generator`); and where the flows run on this machine (`here`, the embedded lab) its
+    programs are installed; real hosts are checked over SSH by their backend instead."""
     for profile in config.profiles:
         for spec in profile.cells:
             for flow in spec.cell.flows:
                 tool = tool_for(flow.tool)
+                if tool.sends_from == "generator" and not generator:
+                    refuse_flow_key(profile, flow, "tool", flow.tool,
+                                    f"a lab with a traffic generator: an inventory host with role = 'generator', "
+                                    f"its trex_path and DPDK ports (the {config.backend.name} lab has none)")
                 if not here:
                     continue
-                if tool.hardware_only:
-                    refuse_flow_key(profile, flow, "tool", flow.tool, f"needs {tool.hardware_only}")
                 missing = [exe for exe in tool.executables if not shutil.which(exe)]
                 if not tool.sets_cca and flow.protocol == "tcp" and not ccashim.library_path().exists():
                     missing.append(str(ccashim.library_path()))   # how the flow's CCA reaches its sockets

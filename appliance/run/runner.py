@@ -70,7 +70,8 @@ class Runner:
     def run(self) -> FileRunWriter:
         config = self.config
         needs = needs_of(config)
-        check_tools(config, here=False)          # every tool has a driver, before any lab is touched
+        generator = config.backend.has_generator(config.lab)
+        check_tools(config, here=False, generator=generator)   # before any lab is touched
         run_id = self.store.run_id if self.store is not None else new_run_id()
         run_dir = self.store.dir if self.store is not None else self.out_root / run_id
         ctx = RunContext(tag=run_id[-6:], run_dir=run_dir, lab_dir=run_dir / LAB_DIR, procs=self.procs,
@@ -81,7 +82,7 @@ class Runner:
         self.out_root.mkdir(parents=True, exist_ok=True)
         with signals_raise(), config.backend.session(config.lab, needs, ctx) as session:
             if session.runs_tools_here:
-                check_tools(config)
+                check_tools(config, generator=generator)
             check_ccas(config, session.congestion_controls)
             self._session = session
             return self._run(session, run_id, ctx.tag)

@@ -47,6 +47,7 @@ from longhaul.drivers.patterns import Burst, bursts, span
 from longhaul.drivers.registry import tool_for
 from longhaul.drivers.result import Result
 from longhaul.drivers.tool import BurstSpec, ServerSpec, Shape, Tool
+from longhaul.hardware.backends.base import GENERATOR
 from longhaul.hardware.executors.process import Process, wait_until
 from longhaul.hardware.tuning import buffer_limit
 
@@ -145,7 +146,7 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
     runs = [FlowRun(f, cell.flow_cca(f), BASE_PORT + PORTS_PER_FLOW * i, tool_for(f.tool), chooser=choosers.get(f.name))
             for i, f in enumerate(cell.flows)]
     for run in runs:
-        facts = lab.pair_facts(run.flow.pair) if run.tool.needs_link_facts else {}
+        facts = _facts(lab, run)
         lead = setup_lead_s(run.flow, rtt_for_lead)
         for b in bursts(run.flow):
             work = raw / "work" / f"{run.flow.name}-b{b.index}"
@@ -196,13 +197,24 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
     return summary
 
 
+def _sender(run: FlowRun) -> str:
+    """The lab host a flow's clients run on: its pair's sender, or the lab's traffic generator."""
+    return GENERATOR if run.tool.sends_from == "generator" else f"S{run.flow.pair}"
+
+
+def _facts(lab, run: FlowRun) -> dict:
+    if run.tool.sends_from == "generator":
+        return lab.generator_facts(run.flow.pair)
+    return lab.pair_facts(run.flow.pair) if run.tool.needs_link_facts else {}
+
+
 def _prepare(lab, runs: list[FlowRun]) -> list[tuple]:
     """Run each burst's untimed preparation on its sender (a disk transfer's source file); return
     the steps that undo it."""
     undo = []
     try:
         for run in runs:
-            executor = lab.executor(f"S{run.flow.pair}")
+            executor = lab.executor(_sender(run))
             for launch in run.launches:
                 before, after = run.tool.prepare(launch.spec)
                 undo += [(executor, argv) for argv in after]
@@ -282,7 +294,7 @@ def _drive(lab, runs: list[FlowRun], t0: float, on_tick, probe, sampler, probe_s
                 _wait_ready(lab, run, launch.server, launch.server_spec)
             if run.chooser is not None:
                 _choose(run, launch, probe, round(time.monotonic() - t0, 3))
-            launch.proc = lab.executor(f"S{run.flow.pair}").start(
+            launch.proc = lab.executor(_sender(run)).start(
                 _with_cca(run, run.tool.client(launch.spec), launch.spec.cca), label=f"{run.tool.name}-{run.flow.name}-b{launch.burst.index}",
                 stdout=launch.raw, stderr=launch.raw.with_suffix(".err"))
             launch.launched_s = round(time.monotonic() - t0, 3)

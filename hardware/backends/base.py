@@ -66,6 +66,7 @@ class LabNeeds:
     executables: tuple[str, ...] = ()           # the programs those tools run on the lab's hosts
     # tools whose server looks up the receiver's own test address (Tool.resolves_own_address)
     resolving_tools: tuple[str, ...] = ()
+    generator: bool = False                     # a flow sends from the lab's traffic generator
 
 
 @dataclass
@@ -94,6 +95,11 @@ class Readiness:
     congestion_controls: tuple[str, ...] | None = None   # as Session.congestion_controls
 
 
+# The lab name of the traffic generator (TRex), beside S1.., D1.., R1, R2: only in labs whose
+# backend has_generator.
+GENERATOR = "G1"
+
+
 class Lab(Protocol):
     topo: Dumbbell
     settings: LinkSettings
@@ -102,6 +108,8 @@ class Lab(Protocol):
     def executor(self, host: str) -> Executor: ...
     def address(self, host: str) -> str: ...
     def pair_facts(self, pair: int) -> dict: ...
+    # where the generator sends pair `pair`'s traffic from, and where it is met (only labs with one)
+    def generator_facts(self, pair: int) -> dict: ...
     def router_os(self, host: str) -> RouterOS: ...
     def build(self) -> None: ...
 
@@ -119,6 +127,9 @@ class Backend(Protocol):
     settings: type[BaseModel]
 
     def configure(self, settings: BaseModel, config_dir: Path) -> Any: ...
+    # a traffic generator host (GENERATOR) for flows whose tool sends from one: known before any
+    # lab is touched, so such a flow is refused at its profile line where there is none
+    def has_generator(self, configured: Any) -> bool: ...
     def check(self, configured: Any, needs: LabNeeds, console) -> Readiness: ...
     def session(self, configured: Any, needs: LabNeeds, ctx: RunContext) -> AbstractContextManager[Session]: ...
 

@@ -50,6 +50,9 @@ class NetnsBackend:
     def configure(self, settings: NetnsSettings, config_dir: Path) -> NetnsSettings:
         return settings
 
+    def has_generator(self, configured) -> bool:
+        return False            # TRex needs DPDK-bound NICs, which namespaces do not have
+
     def check(self, configured, needs: LabNeeds, console) -> Readiness:
         features = detect(delayline.helper_path())
         console.print(preflight_table(features))

@@ -57,6 +57,9 @@ class QemuBackend:
                                f"an image directory with {' and '.join(missing)} ({found}: build it with `make image`)")
         return QemuConfigured(found, settings.qemu)
 
+    def has_generator(self, configured: QemuConfigured) -> bool:
+        return False            # the VM fleet has no TRex host
+
     def check(self, configured: QemuConfigured, needs: LabNeeds, console) -> Readiness:
         """The VMs exist only during a run: check what boots them."""
         manifest = json.loads((configured.image_dir / "manifest.json").read_text())

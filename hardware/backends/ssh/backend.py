@@ -9,7 +9,7 @@ from pathlib import Path
 
 from longhaul.core.errors import ConfigError, PreflightError, SettingError
 from longhaul.core.model import Strict
-from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
+from longhaul.hardware.backends.base import GENERATOR, LabNeeds, LabSpec, Readiness, RunContext
 from longhaul.hardware.backends.ssh import lab as hosts_lab
 from longhaul.hardware.backends.ssh.check import check_inventory, wants
 from longhaul.hardware.backends.ssh.inventory import Inventory, inventory_path, load_inventory
@@ -39,6 +39,9 @@ class SshSession:
     def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> hosts_lab.HostsLab:
         topo, names = hosts_lab.inventory_dumbbell(self.inventory, tag, spec.pairs, spec.bottleneck_rate_mbps,
                                                    spec.mtu)
+        generator = self.inventory.generator()
+        if generator is not None and generator.name in self.features.hosts:   # checked: the run needs it
+            names[GENERATOR] = generator.name
         lab = hosts_lab.HostsLab(self.inventory, topo, names, spec.link, self.features, self._procs, cleanup,
                                  workdir, backend=self._backend)
         # the hosts may not be as found after a failed teardown: say so loudly, not only in the record
@@ -56,7 +59,7 @@ def open_session(inventory_path: Path, needs: LabNeeds, procs: ProcessTable, bac
     plans need); PreflightError names every failed check."""
     inventory = load_inventory(inventory_path)
     try:
-        features = hosts_lab.preflight(inventory, inventory_path, needs.pairs, wants(needs))
+        features = hosts_lab.preflight(inventory, inventory_path, needs.pairs, wants(needs), generator=needs.generator)
     except RuntimeError as exc:
         raise PreflightError(f"preflight failed: {exc}") from None
     features.backend = backend           # the manifest says which backend drove these hosts
@@ -83,6 +86,9 @@ class SshBackend:
             raise SettingError(("inventory",), settings.inventory, f"an inventory file ({found} does not exist)")
         load_inventory(found)                 # its own errors name its own file and line
         return SshConfigured(found)
+
+    def has_generator(self, configured: SshConfigured) -> bool:
+        return load_inventory(configured.inventory_path).generator() is not None
 
     def check(self, configured: SshConfigured, needs: LabNeeds, console) -> Readiness:
         if check_inventory(configured.inventory_path, needs, console) != 0:

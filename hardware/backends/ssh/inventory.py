@@ -78,6 +78,9 @@ class Host(Strict):
     ssh_key: str | None = None                           # default: [inventory] ssh_key
     ssh_port: int = Field(22, ge=1, le=65535)
     interfaces: list[Interface] = []
+    # a generator's TRex release tree (t-rex-64, automation/trex_control_plane/interactive); its
+    # interfaces with a pci are TRex's ports 0, 1, ... in this order, as in its trex_cfg.yaml
+    trex_path: str | None = Field(None, pattern=r"^/[^\s\"]*$")
     description: str = ""
 
     @field_validator("management")
@@ -139,6 +142,11 @@ class Inventory(Strict):
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
         return [h for h in self.hosts if h.role == role]
+
+    def generator(self) -> Host | None:
+        """The traffic generator (TRex) the run's generator flows send from, if there is one."""
+        found = self.by_role("generator")
+        return found[0] if found else None
 
     def pair_hosts(self) -> list[tuple[Host, Host]]:
         """(sender, receiver) per profile pair, pair 1 first."""
@@ -210,9 +218,20 @@ class Inventory(Strict):
         elif self.pairs:
             problems.append((("pairs",), None, "pairs need a [bottleneck] with r1 and r2 routers"))
 
-        controllers = [i for i, h in enumerate(self.hosts) if h.role == "controller"]
-        for i in controllers[1:]:
-            problems.append((("hosts", i, "role"), "controller", "at most one controller"))
+        for role in ("controller", "generator"):
+            for i in [i for i, h in enumerate(self.hosts) if h.role == role][1:]:
+                problems.append((("hosts", i, "role"), role, f"at most one {role}"))
+        for i, host in enumerate(self.hosts):
+            if host.role == "generator":
+                if host.trex_path is None:
+                    problems.append((("hosts", i, "trex_path"), None,
+                                     "a generator's TRex release tree, e.g. '/opt/trex/v3.04'"))
+                if not any(iface.pci for iface in host.interfaces):
+                    problems.append((("hosts", i, "interfaces"), None,
+                                     "a generator has at least one interface with pci (its TRex ports)"))
+            elif host.trex_path is not None:
+                problems.append((("hosts", i, "trex_path"), host.trex_path,
+                                 f"only on a host with role = 'generator' ({host.name} is a {host.role})"))
 
         mgmt: dict[str, tuple] = {}
         addresses: dict[str, tuple] = {}

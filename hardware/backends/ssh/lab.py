@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from longhaul.hardware.backends.base import LinkSettings, Step, bottleneck_shapes
+from longhaul.hardware.backends.base import GENERATOR, LinkSettings, Step, bottleneck_shapes
 from longhaul.hardware.backends.ssh import readiness
 from longhaul.hardware.backends.ssh.host_checks import check_host
 from longhaul.hardware.cleanup import CleanupStack
@@ -211,6 +211,15 @@ class HostsLab:
                                  "dst_ip": self.address(f"D{pair}"), "rx_iface": receiver.a.ifname}
         return self._facts[pair]
 
+    def generator_facts(self, pair: int) -> dict:
+        """Where the traffic generator sends pair `pair`'s packets from (TRex's port 0, whose
+        address is their source; a flow's options.trex_ports may name others) and where the
+        receiver's meter counts them."""
+        machine = self.inventory.host(self.names[GENERATOR])
+        port = next(i for i in machine.interfaces if i.pci)
+        return {"trex_path": machine.trex_path, "trex_ports": [0], "src_ip": port.ip, "line_rate_mbps": port.rate_mbps,
+                "dst_ip": self.address(f"D{pair}"), "rx_iface": self.topo.access_link(f"D{pair}").a.ifname}
+
     # -- state: read, record, restore ------------------------------------------------------------
 
     def read_sysctls(self, host: str) -> dict[str, str]:
@@ -366,13 +375,16 @@ class HostsLab:
 
 # -- preflight ----------------------------------------------------------------------------------
 
-def lab_machines(inventory, pairs: int) -> list:
+def lab_machines(inventory, pairs: int, generator: bool = False) -> list:
     r1, r2 = inventory.routers()
-    return [r1, r2, *[h for pair in inventory.pair_hosts()[:pairs] for h in pair]]
+    extra = [inventory.generator()] if generator and inventory.generator() is not None else []
+    return [r1, r2, *[h for pair in inventory.pair_hosts()[:pairs] for h in pair], *extra]
 
 
 def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
     """Allowed/available CCAs of end hosts, netem and the delay line's needs on routers."""
+    if host.role == "generator":          # TRex's own ports: readiness's trex and pci rows checked them
+        return HostFacts(host.name, host.role), []
     executor = inventory.executor(host.name, ProcessTable(), via=via)
     problems: list[str] = []
     if host.role == "router":
@@ -404,7 +416,7 @@ def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
     return HostFacts(host.name, host.role, tuple(allowed), tuple(available), allowed_writable=writable), problems
 
 
-def preflight(inventory, inventory_path, pairs: int, wants, via=None) -> HostsFeatures:
+def preflight(inventory, inventory_path, pairs: int, wants, via=None, generator: bool = False) -> HostsFeatures:
     """Readiness (longhaul check --inventory's checks) of the machines this run uses, plus the
     facts the plan needs. Raises RuntimeError naming every failed check; warnings are kept."""
     problems: list[str] = []
@@ -412,7 +424,10 @@ def preflight(inventory, inventory_path, pairs: int, wants, via=None) -> HostsFe
         problems.append(f"the profiles need {pairs} pair(s); inventory {inventory_path} has {len(inventory.pairs)}")
     if inventory.bottleneck is None:
         raise RuntimeError(f"inventory {inventory_path} has no [bottleneck] routers")
-    machines = lab_machines(inventory, min(pairs, len(inventory.pairs)))
+    if generator and inventory.generator() is None:
+        problems.append(f"a flow sends from a traffic generator; inventory {inventory_path} has no host "
+                        "with role = 'generator'")
+    machines = lab_machines(inventory, min(pairs, len(inventory.pairs)), generator)
     with ThreadPoolExecutor(max_workers=min(16, 2 * len(machines))) as pool:
         checks = [pool.submit(check_host, inventory, h, wants, via) for h in machines]
         rows = [row for f in checks for row in f.result()]

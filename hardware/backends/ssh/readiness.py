@@ -20,12 +20,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from longhaul.drivers.trex_stl import API_SUBDIR, RPC_PORT
+
 OK, WARN, FAIL = "ok", "warn", "fail"
 _RANK = {OK: 0, WARN: 1, FAIL: 2}
 
 END_HOST_TOOLS = ("iperf3", "fping", "python3", "ss")   # the probe, the default tool, readiness
 ROUTER_TOOLS = {"linux": ("ip", "tc"), "freebsd": ("ipfw", "sysctl")}
 CONTROLLER_TOOLS = ("ssh",)
+GENERATOR_TOOLS = ("python3", "ss")        # TRex's STL client runs there; ss sees its RPC port
 DEFAULT_CCAS = ("cubic", "bbr")            # looked for when no profile says: missing ones only warn
 QDISCS = (("tbf", True), ("netem", False), ("htb", False))   # (qdisc, required); netem: else the delay line
 WARN_OFFSET_S = 0.010
@@ -65,6 +68,11 @@ _KLD_SH = r"""for m in ipfw dummynet; do
   elif [ -e "/boot/kernel/$m.ko" ]; then echo "$m loadable"; else echo "$m missing"; fi
 done
 echo "hz $(sysctl -n kern.hz)" """
+# A generator's TRex tree ($1) and its server: the binary, the STL client library, the RPC port
+_TREX_SH = rf"""root=$1
+if [ -x "$root/t-rex-64" ]; then echo "server present"; else echo "server missing"; fi
+if [ -d "$root/{API_SUBDIR}/trex/stl" ]; then echo "api present"; else echo "api missing"; fi
+if ss -lntH 'sport = :{RPC_PORT}' | grep -q .; then echo "rpc listening"; else echo "rpc closed"; fi"""
 # The clock is read in a loop over one session: one line in, one timestamp out (the controller
 # times each exchange; see clock_offset).
 CLOCK_LOOP_SH = 'while read -r x; do date +%s.%N; done'
@@ -111,6 +119,8 @@ def host_checks(host, wants: Wants = Wants()) -> list[Check]:
     linux = host.os == "linux"
     if host.role == "router":
         tools = ROUTER_TOOLS[host.os]
+    elif host.role == "generator":
+        tools = GENERATOR_TOOLS
     else:
         tools = tuple(dict.fromkeys(END_HOST_TOOLS + wants.tools))
     checks = [Check("tools", "tools", ("sh", "-c", _TOOLS_SH, "sh", *tools), tools)]
@@ -124,12 +134,17 @@ def host_checks(host, wants: Wants = Wants()) -> list[Check]:
         ccas = wants.ccas or DEFAULT_CCAS
         checks.append(Check("congestion controls", "ccas",
                             ("sh", "-c", _CCA_SH, "sh", "tcp", "TCP_CONG", *ccas), (ccas, required)))
+    if host.role == "generator" and host.trex_path:
+        checks.append(Check("trex", "trex", ("sh", "-c", _TREX_SH, "sh", host.trex_path), (host.trex_path,)))
     if host.role == "receiver" and wants.resolving:
         for iface in (i for i in host.interfaces if i.link == "access"):
             checks.append(Check(f"name of {iface.ip}", "name", ("getent", "hosts", iface.ip), (wants.resolving,)))
     checks.append(Check("clock sync", "clock", ("sh", "-c", _CLOCK_SH)))
     checks.append(Check("clock offset", "offset", ("sh", "-c", CLOCK_LOOP_SH)))
     for iface in host.interfaces:
+        if host.role == "generator" and iface.pci:     # DPDK owns the port: no kernel link to read
+            checks.append(Check(f"pci {iface.pci}", "pci", ("sh", "-c", _PCI_SH, "sh", iface.pci.lower())))
+            continue
         argv = ("sh", "-c", _LINK_SH, "sh", iface.name) if linux else ("ifconfig", iface.name)
         checks.append(Check(f"link {iface.name}", "link" if linux else "link_bsd", argv, (iface.rate_mbps,)))
         if iface.pci and linux:
@@ -414,13 +429,26 @@ def interpret_dummynet(done) -> tuple[str, str]:
     return worst(statuses), ", ".join(parts)
 
 
+def interpret_trex(done, params) -> tuple[str, str]:
+    seen = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+    root = params[0]
+    if seen.get("server") != "present":
+        return FAIL, f"no executable {root}/t-rex-64 (trex_path is the TRex release tree)"
+    if seen.get("api") != "present":
+        return FAIL, f"no STL client library in {root}/{API_SUBDIR}/trex/stl"
+    if seen.get("rpc") != "listening":
+        return FAIL, f"TRex is not running: nothing listens on its RPC port {RPC_PORT} (start `t-rex-64 -i` there)"
+    return OK, f"{root}: server running (RPC port {RPC_PORT})"
+
+
 def interpret(check: Check, done) -> tuple[str, str]:
     """(status, detail) of one check's Completed (not reach: see interpret_reach)."""
     failure = classify_ssh(done.stderr, done.returncode)
     if failure is not None:
         return FAIL, f"{failure[0]}: {failure[1]}"
     with_params = {"tools": interpret_tools, "qdiscs": interpret_qdiscs, "ccas": interpret_ccas,
-                   "link": interpret_link, "link_bsd": interpret_link_bsd, "name": interpret_name}
+                   "link": interpret_link, "link_bsd": interpret_link_bsd, "name": interpret_name,
+                   "trex": interpret_trex}
     plain = {"clock": interpret_clock, "pci": interpret_pci, "dummynet": interpret_dummynet}
     if check.kind in with_params:
         return with_params[check.kind](done, check.params)
