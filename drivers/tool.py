@@ -39,8 +39,8 @@ class FlowRules:
     declared_rate: a UDP flow of it paces to a declared `udp_rate_mbps` (otherwise it sets its own
         pace: UDT's rate control, line rate, TCP).
     multi_stream: one flow may run several `streams`.
-    in_burst_shapes: patterns whose rate changes within one burst, which only a paced source can
-        follow ("sinusoid").
+    in_burst_shapes: patterns whose rate changes within one burst, which only a paced source
+        (paced-udp, or TRex stepping it) can follow ("sinusoid").
     flow_fields: the tool-specific flow keys it reads (`clients`, `storage`, `file_bytes`); any
         other tool refuses them when they differ from their defaults.
     check: the tool's own rules on a whole flow: returns what is wrong, or None.

@@ -119,7 +119,7 @@ BAD_PROFILES = [
     ("tcp-with-rate", edit(FG, "pair = 1\nudp_rate_mbps = 10\n"), "[[flows]]", "flows[0]",
      "only for UDP flows of iperf3, paced-udp and trex"),
     ("sinusoid-wrong-tool", edit(FG, 'pair = 1\nprotocol = "udp"\npattern = "sinusoid"\nmin_mbps = 1\nmax_mbps = 5\nperiod_s = 10\n'),
-     "[[flows]]", "flows[0]", "only tool 'paced-udp' can"),
+     "[[flows]]", "flows[0]", "only 'paced-udp' and 'trex' can"),
     ("sinusoid-incomplete", edit(FG, 'pair = 1\ntool = "paced-udp"\npattern = "sinusoid"\nmin_mbps = 1\n'),
      "[[flows]]", "flows[0]", "needs min_mbps, max_mbps and period_s"),
     ("udt-tcp", edit(FG, 'pair = 1\ntool = "udt"\nprotocol = "tcp"\n'), "[[flows]]", "flows[0]",

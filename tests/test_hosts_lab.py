@@ -523,3 +523,40 @@ def test_every_tool_runs_over_ssh_within_what_the_bottleneck_carries(real_lab, t
         assert trial["flows"][0]["mean_mbps"] >= floor[name] * 20, (name, trial["flows"][0])
     assert cells["gf"]["trials"][0]["flows"][0]["observed_cca"] == ["cubic"]
     real_lab.assert_as_found(before)
+
+
+def _with_generator(tmp_path: Path) -> Path:
+    """The example inventory with its commented generator block taken in."""
+    text = EXAMPLE.read_text()
+    start = text.index('# [[hosts]]\n# name = "G1"')
+    end = text.index("\n\n", start)
+    block = "\n".join(line[2:] for line in text[start:end].splitlines())
+    path = tmp_path / "example-with-generator.toml"
+    path.write_text(text[:start] + block + text[end:])
+    return path
+
+
+def test_the_generator_is_g1_of_the_lab_and_gives_trex_its_tree_port_and_receiver(tmp_path):
+    from longhaul.hardware.backends.base import GENERATOR, LabSpec
+    from longhaul.hardware.backends.ssh.backend import SshBackend, SshConfigured, SshSession
+    from longhaul.hardware.backends.ssh.lab import _facts, lab_machines
+    path = _with_generator(tmp_path)
+    inv = load_inventory(path)
+    assert SshBackend().has_generator(SshConfigured(path)) and not SshBackend().has_generator(SshConfigured(EXAMPLE))
+    assert [h.name for h in lab_machines(inv, 1)] == ["R1", "R2", "S1", "D1"]
+    assert [h.name for h in lab_machines(inv, 1, generator=True)] == ["R1", "R2", "S1", "D1", "G1"]
+    facts, problems = _facts(inv, inv.host("G1"), None)       # nothing asked over SSH: DPDK owns its ports
+    assert facts.role == "generator" and problems == []
+    hosts = {"S1": HostFacts("S1", "sender", ("reno", "cubic")), "D1": HostFacts("D1", "receiver", ("reno",)),
+             "R1": HostFacts("R1", "router", netem=True), "R2": HostFacts("R2", "router", netem=True)}
+    spec = LabSpec(1, 1000, 500, 1500, LinkSettings(20, 50_000, "cubic", "default"))
+    without = SshSession(inv, HostsFeatures(str(path), dict(hosts)), ProcessTable(), "ssh").lab(
+        spec, "t1", CleanupStack(), tmp_path)
+    assert GENERATOR not in without.names                      # the run did not ask for it
+    hosts["G1"] = facts
+    lab = SshSession(inv, HostsFeatures(str(path), hosts), ProcessTable(), "ssh").lab(spec, "t1", CleanupStack(), tmp_path)
+    assert lab.names[GENERATOR] == "G1" and lab.executor(GENERATOR).host == "192.0.2.41"
+    assert lab.generator_facts(1) == {"trex_path": "/opt/trex/v3.04", "trex_ports": [0], "src_ip": "10.1.3.2",
+                                      "line_rate_mbps": 10000, "dst_ip": lab.address("D1"),
+                                      "rx_iface": lab.topo.access_link("D1").a.ifname}
+    assert "G1" not in lab.sysctls and lab.record["hosts"]["G1"]["machine"] == "G1"

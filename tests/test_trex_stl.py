@@ -25,7 +25,7 @@ from trex_stl_lib.trex_stl_sim import STLSim  # TRex's STL library: the test ext
 from trex_stl_lib.trex_stl_streams import STLProfile, STLStream
 
 from longhaul.drivers import trex_stl as ts
-from longhaul.drivers.tool import BurstSpec
+from longhaul.drivers.tool import BurstSpec, Shape
 
 
 def _flow(**kw):
@@ -209,6 +209,18 @@ def test_tool_client_is_inline():
     assert tool.server(spec).argv[2] == "longhaul.drivers.agents.ifrate"
     with pytest.raises(ValueError, match="trex_path"):
         tool.client(BurstSpec("D1", 7000, 5.0, None, options={}))
+
+
+def test_a_sinusoid_burst_is_stepped_by_trex():
+    # the trial gives a sinusoid flow's burst its f(t) as spec.shape (trex's FlowRules allow it)
+    assert "sinusoid" in ts.TrexStl.rules.in_burst_shapes
+    spec = BurstSpec("D1", 7000, 10.0, None, protocol="udp", shape=Shape("sinusoid", 100.0, 500.0, 5.0),
+                     options={"trex_path": "/opt/trex/v3.06", "src_ip": "10.234.1.1", "dst_ip": "10.234.2.1",
+                              "rx_iface": "b0"}, workdir=PurePosixPath("/tmp/w"))
+    source = json.loads(ts.TrexStl().client(spec)[3])["profile_source"]
+    decl = _declared(source)
+    assert len(decl) == 2 * ts.SINE_STEPS_PER_PERIOD and {d["mode"] for d in decl} == {"STLTXSingleBurst"}
+    assert decl[0]["mode_args"]["bps_L2"] == pytest.approx(496.9e6, rel=1e-3)       # f(t) starts at Max
 
 
 # --------------------------------------------------------------------------- runner against a stand-in

@@ -180,7 +180,7 @@ def tool_problem(flow: Flow) -> str | None:
     if flow.protocol not in rules.transports:
         return f"tool {flow.tool!r} carries {' or '.join(rules.transports)}, not {flow.protocol}"
     if flow.pattern not in ("constant", "square", "bursty") and flow.pattern not in rules.in_burst_shapes:
-        return (f"pattern {flow.pattern!r} changes the rate within a burst: only tool "
+        return (f"pattern {flow.pattern!r} changes the rate within a burst: only "
                 f"{_tools_with(lambda r: flow.pattern in r.in_burst_shapes, quoted=True)} can")
     rated = flow.protocol == "udp" and rules.declared_rate and flow.pattern not in rules.in_burst_shapes
     if rated and flow.udp_rate_mbps is None:
