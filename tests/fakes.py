@@ -270,7 +270,7 @@ class FakeLab:
                      if h == f"D{pair}" and argv[0] == "iperf3" and "-s" in argv}
         firsts = [p for p in ports if (p - BASE_PORT) % PORTS_PER_FLOW == 0 and p in listening]
         lines = [json.dumps({"fields": PROBE_FIELDS})]
-        t0 = time.monotonic()
+        t0 = time.time()                     # the probe's ticks are wall-clock times
         for k in range(self.path.socket_ticks):
             socks = []
             for port in firsts:

@@ -4,6 +4,8 @@ seed handling that runs inside the image (appliance/image/firstboot.py), and the
 tests/test_qemu_lab.py."""
 from __future__ import annotations
 
+import os
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -11,6 +13,8 @@ import pytest
 
 from longhaul.appliance.image import boot_kernel, build, firstboot
 from longhaul.core.paths import REPO
+from longhaul.drivers import ccashim
+from longhaul.drivers.registry import TOOLS, tool_for
 from longhaul.hardware.backends.qemu import fleet as qf
 from longhaul.hardware.backends.ssh.inventory import load_inventory
 
@@ -203,6 +207,18 @@ def test_firstboot_network_plan_renames_addresses_and_forwards_on_routers():
     assert not any("ip_forward" in " ".join(a) for a in firstboot.network_plan({"role": "sender"}, {}))
 
 
+def test_firstboot_names_the_host_s_own_addresses_in_etc_hosts_once():
+    seed = {"name": "D1", "interfaces": [{"match": "eth0", "address": "10.9.0.21/24"},
+                                         {"mac": "52:54:00:aa:00:02", "address": "10.2.1.2/24"}, {"match": "eth2"}]}
+    first = firstboot.hosts_file("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n", seed)
+    assert first.splitlines() == ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost",
+                                  f"10.9.0.21\tD1\t{firstboot.HOSTS_MARK}", f"10.2.1.2\tD1\t{firstboot.HOSTS_MARK}"]
+    moved = {**seed, "interfaces": [{"match": "eth0", "address": "10.9.0.22/24"}]}
+    again = firstboot.hosts_file(first + "192.0.2.7\tntp\n", moved)       # a later boot with a new seed
+    assert again.splitlines() == ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost", "192.0.2.7\tntp",
+                                  f"10.9.0.22\tD1\t{firstboot.HOSTS_MARK}"]
+
+
 def test_fleet_plan_is_a_dumbbell_with_unique_names():
     plan = qf.fleet_plan("lhq7", 7, 2)
     assert [v.name for v in plan.vms] == ["S1", "S2", "R1", "R2", "D1", "D2"]
@@ -287,3 +303,34 @@ def test_controller_install_paths_map_to_the_hosts_longhaul_root(tmp_path):
     ex = inv.executor("S1", ProcessTable())
     command = ex.wrap([f"{here}/.venv/bin/python", "-V"])[-1]
     assert "/opt/longhaul/.venv/bin/python" in command and f"{here}/.venv" not in command
+
+
+def _in_image(raw: Path, path: str) -> bool:
+    """Whether the built image's root file system has `path` (debugfs reads the ext4 partition in
+    place: nothing mounted, no root needed)."""
+    done = subprocess.run(["debugfs", "-R", f"stat {path}", f"{raw}?offset={build.PART_OFFSET}"],
+                          capture_output=True, text=True, timeout=60)
+    return "Inode:" in done.stdout
+
+
+def test_the_built_image_carries_every_driver_s_programs():
+    raw = REPO / "build" / "image" / "longhaul.raw"
+    if not raw.is_file():
+        why = f"no appliance image at {raw} (make image builds it; make test does it first)"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    missing = []
+    for name in TOOLS:
+        tool = tool_for(name)
+        if tool.sends_from == "generator":    # TRex is the generator's own install, not the image's
+            continue
+        programs = list(tool.executables) + ([str(ccashim.library_path())] if not tool.sets_cca else [])
+        for program in programs:
+            if program.startswith("/"):       # longhaul's helpers: the image has the checkout at /opt/longhaul
+                candidates = ["/opt/longhaul/" + str(Path(program).relative_to(REPO))]
+            else:
+                candidates = [f"{d}/{program}" for d in ("/usr/bin", "/usr/sbin")]
+            if not any(_in_image(raw, c) for c in candidates):
+                missing.append(f"{name}: {program} (looked at {', '.join(candidates)})")
+    assert missing == [], missing

@@ -2,10 +2,12 @@
 from build/image (`make test` builds it first), configures them from their seeds, then runs the
 vm-smoke profile over SSH exactly as on hardware: preflight, tuning and netem shaping on the
 router VMs, verification, iperf3 with CUBIC, H-TCP and Scalable TCP, the store and the report,
-with `[store] influx` (a real influxd on loopback) and Telegraf on every VM. Afterwards nothing of
-the fleet is left: no namespace, no qemu, no overlay."""
+with `[store] influx` (a real influxd on loopback) and Telegraf on every VM; in the same run, on the
+same fleet, the vm-tools profile: one cell of every other tool that runs under TCG. Afterwards
+nothing of the fleet is left: no namespace, no qemu, no overlay."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -45,7 +47,9 @@ def vm_run(tmp_path_factory):
     # under TCG every hop is an emulated VM: 2-6 ms of the idle RTT is the emulation (measured
     # 2.3 ms min, 5.3 ms mean unshaped S1 -> D1), so the RTT check allows 8 ms (config-vm.toml too)
     config = write_lab_config(tmp, profile, "vm-smoke", verify=TCG_VERIFY)
-    config.write_text(config.read_text() + f'\n[lab]\nbackend = "qemu"\n[lab.qemu]\nimage = "{IMAGE}"\n')
+    (tmp / "profiles" / "vm-tools.toml").write_text((REPO / "profiles" / "vm-tools.toml").read_text())
+    config.write_text(config.read_text().replace('profiles = ["vm-smoke"]', 'profiles = ["vm-smoke", "vm-tools"]')
+                      + f'\n[lab]\nbackend = "qemu"\n[lab.qemu]\nimage = "{IMAGE}"\n')
     if INFLUXD is None:
         pytest.fail("influxd not installed (make setup installs it)")
     with influx_server(tmp_path_factory.mktemp("influxd")) as server:
@@ -75,7 +79,8 @@ def test_profile_runs_on_vms_booted_from_the_image(vm_run):
     assert manifest["backend"] == "qemu"
     feats = manifest["features"]
     assert feats["backend"] == "qemu" and feats["delay"] == "netem"      # Debian's kernel has it
-    assert [r["backend"] for r in manifest["host_tuning"]] == ["qemu"] * 3      # one lab build per CCA
+    # one lab build per CCA of vm-smoke, one for vm-tools (its own queue)
+    assert [r["backend"] for r in manifest["host_tuning"]] == ["qemu"] * 4
     for record in manifest["host_tuning"]:      # set on every lab NIC of every VM, then as found again
         assert record["restored"] is True, record.get("not_restored")
         nics = {(h, nic): seen for h in ("S1", "R1", "R2", "D1") for nic, seen in record["hosts"][h]["offloads"].items()}
@@ -97,7 +102,7 @@ def test_profile_runs_on_vms_booted_from_the_image(vm_run):
     assert all(Path(run_dir / "lab" / "vms" / f"{n}-console.log").is_file() for n in vm_lab["vms"])
 
     summary = json.loads((run_dir / "summary.json").read_text())
-    by_cca = {c["flows"][0]["cca"]: c for c in summary["cells"]}
+    by_cca = {c["flows"][0]["cca"]: c for c in summary["cells"] if c["profile"] == "vm-smoke"}
     assert sorted(by_cca) == ["cubic", "htcp", "scalable"], summary
     for cca, cell in by_cca.items():
         assert cell["status"] == "complete", (cca, cell.get("error"))
@@ -107,6 +112,29 @@ def test_profile_runs_on_vms_booted_from_the_image(vm_run):
         assert 0.6 * 10 <= flow["mean_mbps"] <= 1.05 * 10, (cca, flow["mean_mbps"])  # most of 10 Mb/s
     html = next(run_dir.glob("report*.html")).read_text()
     assert "qemu" in html and vm_lab["kernel"] in html
+
+
+def test_every_tool_runs_on_the_vms_within_what_the_routers_shape(vm_run):
+    """vm-tools: GridFTP, paced UDP, NFS and UDT from the image's programs, each cell's per-second
+    figures under the 10 Mb/s the router VMs shape to (UDT's are what its receiver released)."""
+    done, _, _, _ = vm_run
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    cells = {c["scenario"]: c for c in json.loads((run_dir / "summary.json").read_text())["cells"]
+             if c["profile"] == "vm-tools"}
+    assert sorted(cells) == ["gf", "nfs", "pu", "udt"]
+    floor = {"gf": 0.5, "pu": 0.54, "nfs": 0.3, "udt": 0.2}     # of 10 Mb/s (paced UDP: 90 % of its 6)
+    for name, cell in cells.items():
+        trial = cell["trials"][0]
+        assert trial["status"] == "ok", (name, trial.get("error"))
+        flow = trial["flows"][0]
+        with open(run_dir / "cells" / cell["id"] / "trial-1" / "throughput.csv") as fh:
+            per_second = [float(r["mbps"]) for r in csv.DictReader(fh) if r["stream"] == "all"]
+        print(name, flow["mean_mbps"], per_second)
+        assert len(per_second) >= 5, (name, per_second)
+        assert name == "udt" or max(per_second) <= 10 * 1.05, (name, per_second)
+        assert flow["mean_mbps"] >= floor[name] * 10, (name, flow)
+    assert cells["gf"]["trials"][0]["flows"][0]["observed_cca"] == ["cubic"]
 
 
 def test_every_vm_s_telegraf_and_every_point_reach_influxdb(vm_run):

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import time
 
-from longhaul.collectors.live.socket_sampler import parse_probe_line
+import pytest
+
+from longhaul.collectors.live.socket_sampler import SocketSampler, parse_probe_line
 from longhaul.drivers.agents import sock_diag
 
 
@@ -91,3 +94,45 @@ def test_ipv6_sockets_show_v4_mapped_addresses_as_ipv4():
     assert (sock["src"], sock["sport"], sock["dst"], sock["dport"]) == ("10.2.1.2", 5201, "fd00::1", 40000)
     assert sock["cwnd"] == 10
     assert struct.unpack_from("=B", sock_diag.request(1, socket.AF_INET6), 16)[0] == socket.AF_INET6
+
+
+class _Probe:
+    """A probe process that has printed `text` (Process's interface, as far as the sampler uses it)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def read_stdout(self) -> str:
+        return self.text
+
+    def read_stderr(self) -> str:
+        return ""
+
+    def poll(self):
+        return 0
+
+    def stop(self, *a, **kw):
+        return 0
+
+
+class _Host:
+    def __init__(self, text: str):
+        self.text = text
+
+    def start(self, argv, label="", stdout=None, stderr=None):
+        return _Probe(self.text)
+
+
+def test_a_sender_s_ticks_are_placed_on_the_trial_clock_by_the_wall_clock(tmp_path):
+    """A VM or a real host shares only the wall clock with the controller (its CLOCK_MONOTONIC
+    counts from its own boot): ticks come stamped with it; an older probe's monotonic stamps, which
+    namespaces share with the controller, still land where they did."""
+    row = ["10.1.1.2", 40000, "10.2.1.2", 5201, "bbr", 100, 1448, 50, 128_000, 1_000, 3, 62_500_000, 2_000_000, 0]
+    t0 = time.monotonic()
+    wall = time.time()
+    text = "\n".join(json.dumps({"t": t, "s": [row]}) for t in (wall + 1.5, wall + 2.5)) + "\n"
+    old = json.dumps({"t": t0 + 3.5, "s": [row]}) + "\n"
+    sampler = SocketSampler({"S1": _Host(text), "S2": _Host(old)}, {5201: "fg"}, tmp_path)
+    sampler.start(t0)
+    samples = sampler.stop()
+    assert [s.t_s for s in samples] == [pytest.approx(1.5, abs=0.05), pytest.approx(2.5, abs=0.05), 3.5]

@@ -45,7 +45,9 @@ ROOT_LABEL = "longhaul-root"
 DEFAULT_CACHE = Path("/var/cache/longhaul/image")
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 CHROOT_ENV = "PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8"
-QUIET_UNITS = ("influxdb.service", "nfs-server.service", "rpcbind.service", "rpcbind.socket", "dpdk.service")
+QUIET_UNITS = ("influxdb.service", "nfs-server.service", "rpcbind.service", "rpcbind.socket", "dpdk.service",
+               "nfs-ganesha.service", "nfs-ganesha-lock.service", "globus-gridftp-server.service",
+               "globus-gridftp-sshftp.service", "iperf3.service")
 # H-TCP and Scalable TCP are left to the lab, which loads a cell's CCA when it needs it
 # (hardware/backends/ssh/lab.py), as on any host longhaul did not install
 BOOT_MODULES = ("tcp_bbr", "sch_netem", "sch_fq")

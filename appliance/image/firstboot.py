@@ -201,6 +201,20 @@ def network_plan(seed: dict, links: dict[str, str]) -> list[list[str]]:
     return argv
 
 
+HOSTS_MARK = "# longhaul-firstboot"
+
+
+def hosts_file(current: str, seed: dict) -> str:
+    """/etc/hosts with the host's own test addresses under its name (a tool that looks up the
+    address it serves on, GridFTP's server, needs it to resolve: readiness's "name of ADDR"); the
+    lines of an earlier boot are replaced, everything else is kept."""
+    kept = [line for line in current.splitlines() if not line.endswith(HOSTS_MARK)]
+    name = seed.get("name")
+    ours = [f"{iface['address'].split('/')[0]}\t{name}\t{HOSTS_MARK}"
+            for iface in seed.get("interfaces", []) if name and iface.get("address")]
+    return "\n".join(kept + ours) + "\n"
+
+
 def present_links(sys_net: Path = Path("/sys/class/net")) -> dict[str, str]:
     out = {}
     for dev in sorted(sys_net.iterdir()):
@@ -310,6 +324,8 @@ def main() -> int:
         for argv in network_plan(seed, links):
             subprocess.run(argv, check=True, capture_output=True)
         fingerprint = install_identity(seed, seed_dir)
+        hosts = Path("/etc/hosts")
+        hosts.write_text(hosts_file(_text(hosts) or "127.0.0.1\tlocalhost\n", seed))
         role = seed.get("role", "sender")
         ETC.mkdir(exist_ok=True)
         (ETC / "role").write_text(role + "\n")

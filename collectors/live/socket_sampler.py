@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,8 +44,13 @@ def probe_argv(ports: list[int], period_s: float) -> list[str]:
             "--ports", ",".join(str(p) for p in sorted(ports))]
 
 
+# A probe's tick time below this is CLOCK_MONOTONIC (an older longhaul on the host printed that,
+# which only namespaces share with the controller); above, the wall clock (epoch seconds).
+WALL_CLOCK_FROM = 1e9
+
+
 def parse_probe_line(line: str) -> tuple[float, list[Socket]] | None:
-    """One tick of the probe's output: (monotonic time, sockets); None for the header or junk."""
+    """One tick of the probe's output: (its time, sockets); None for the header or junk."""
     try:
         data = json.loads(line)
     except ValueError:
@@ -79,12 +85,14 @@ class SocketSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
+        self._wall0 = 0.0
 
     def _out(self, host: str) -> Path:
         return self.workdir / f"tcpinfo-{host}.jsonl"
 
     def start(self, t0: float) -> None:
         self._t0 = t0
+        self._wall0 = time.time() - (time.monotonic() - t0)      # t0 on the wall clock the probes print
         for host, executor in self.senders.items():
             self._procs[host] = executor.start(probe_argv(list(self.ports), self.period_s), label=f"tcpinfo-{host}",
                                                stdout=self._out(host), stderr=self.workdir / f"tcpinfo-{host}.err")
@@ -141,7 +149,7 @@ class SocketSampler:
                 if tick is None:
                     continue
                 self.ticks += 1
-                t_s = round(tick[0] - self._t0, 3)
+                t_s = round(tick[0] - (self._wall0 if tick[0] > WALL_CLOCK_FROM else self._t0), 3)
                 for flow, socks in self._by_flow(tick[1]).items():
                     self.samples.extend(Sample(t_s, flow, sock) for sock in socks)
             if proc.poll() not in (0, None, -15):

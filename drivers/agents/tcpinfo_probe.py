@@ -7,7 +7,8 @@ eight senders the `ss` way cost half a core and could not keep 10 Hz (bench/RESU
 Two output formats:
 
 - `json` (the default; the socket sampler reads it): the sockets to the given `--ports`, one JSON
-  line per tick, timestamps CLOCK_MONOTONIC, which all namespaces share with the controller;
+  line per tick, timestamped with the wall clock (seconds): a sender that is another machine (a
+  real host, a VM) shares only that with the controller, which readiness's clock rows check;
 - `influx`: InfluxDB line protocol for Telegraf's `inputs.execd` (signal "none": the probe prints
   on its own period), one `lh_host_tcpinfo` point per socket and tick, tagged src, sport, dst,
   dport, cca, timestamped with the wall clock in ns; every established socket unless `--ports`.
@@ -55,7 +56,7 @@ def influx_lines(socks: list[dict], time_ns: int) -> list[str]:
 
 
 def json_tick(diag: SockDiag, ports: set[int] | None) -> str:
-    return json.dumps({"t": round(time.monotonic(), 4), "s": sample(diag, ports or set())}) + "\n"
+    return json.dumps({"t": round(time.time(), 4), "s": sample(diag, ports or set())}) + "\n"
 
 
 def influx_tick(diag: SockDiag, ports: set[int] | None) -> str:
