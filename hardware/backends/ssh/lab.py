@@ -377,8 +377,8 @@ class HostsLab:
 
 def lab_machines(inventory, pairs: int, generator: bool = False) -> list:
     r1, r2 = inventory.routers()
-    extra = [inventory.generator()] if generator and inventory.generator() is not None else []
-    return [r1, r2, *[h for pair in inventory.pair_hosts()[:pairs] for h in pair], *extra]
+    found = inventory.generator() if generator else None
+    return [r1, r2, *[h for pair in inventory.pair_hosts()[:pairs] for h in pair], *([found] if found else [])]
 
 
 def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
