@@ -20,14 +20,20 @@ Receiver: no process of testpmd's own; `longhaul.drivers.agents.ifrate` on the r
 per-second rx bytes of an interface (sysfs) or of the flow's UDP port (iptables counter).
 
 What the lab must provide in the flow's options (BurstSpec.options):
-  sender:   iface (af_packet) or pci (NIC); dst_mac = MAC of the NEXT HOP on the sender's link
+  sender:   iface (af_packet) and/or pci (NIC; the inventory's DPDK port, with pci_src_ip, its
+            address, as the frames' source); dst_mac = MAC of the NEXT HOP on the sender's link
             (the router's interface, or the receiver's own when directly attached): frames are
             built at L2, no ARP; src_ip, dst_ip (the receiver's address, so routers forward it).
   receiver: rx_iface = the receiver's interface; udp_port to count only this flow (needs
             iptables on the receiver), else the whole interface is counted.
-  optional: frame_bytes (L2 frame without FCS, default 1514 = full 1500-byte MTU packets),
-            lcores ("0,1"), cores (forwarding cores, = tx queues; default 1), mem_mb (af_packet,
+  optional: device ("pci" or "af_packet"; default pci when there is one), hugepages_mb (what the
+            PCI path reserves, default 2 x mem_mb), frame_bytes (L2 frame without FCS, default 1514 =
+            full 1500-byte MTU packets), lcores ("0,1", or an EAL --lcores map such as "0@0,1@0"
+            for a one-CPU host), cores (forwarding cores, = tx queues; default 1), mem_mb (af_packet,
             default 64), mbufs (default 8192), multi_flow (vary source per packet, for RSS).
+
+The PCI path: before the burst, `prepare` hands the port to DPDK on the sender (drivers/agents/
+dpdk_port.py: vfio-pci or uio_pci_generic, huge pages) and after it gives the port back.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import re
 import shlex
 import sys
 
+from longhaul.drivers.agents import dpdk_port
 from longhaul.drivers.agents.ifrate import cleanup_argv
 from longhaul.drivers.jsonlines import json_lines
 from longhaul.drivers.result import Interval, Result
@@ -50,6 +57,8 @@ MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 PCI = re.compile(r"^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 IFNAME = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
 DEFAULT_UDP_PORT = 9     # testpmd's own default (discard)
+DEVICES = ("pci", "af_packet")
+LCORES = re.compile(r"^[0-9@(),-]{1,64}$")
 
 
 def _opt(options: dict, key: str, default=None):
@@ -83,7 +92,10 @@ def testpmd_argv(*, duration_s: float, dst_mac: str, src_ip: str, dst_ip: str, i
         raise ValueError("dpdk: cores must be >= 1")
     # --no-shconf: no shared config files (no secondary processes here), so the runtime dir stays
     # empty and the wrapper can rmdir it
-    eal = ["-l", lcores, "--file-prefix", file_prefix, "--no-shconf"]
+    if not LCORES.match(lcores):
+        raise ValueError(f"dpdk: bad lcores {lcores!r}")
+    # "0@0,1@0": two lcores on one CPU (a one-vCPU VM), which only --lcores can say
+    eal = ["--lcores" if "@" in lcores or "(" in lcores else "-l", lcores, "--file-prefix", file_prefix, "--no-shconf"]
     if iface is not None:
         if not IFNAME.match(iface):
             raise ValueError(f"dpdk: bad interface name {iface!r}")
@@ -92,7 +104,8 @@ def testpmd_argv(*, duration_s: float, dst_mac: str, src_ip: str, dst_ip: str, i
     else:
         if not PCI.match(pci):
             raise ValueError(f"dpdk: bad PCI address {pci!r}")
-        eal += ["-a", pci]
+        # --huge-unlink: no hugetlbfs files outlive testpmd, so the pages go back when it exits
+        eal += ["-m", str(mem_mb), "--huge-unlink", "-a", pci]
     app = ["--forward-mode=txonly", "--auto-start", "--stats-period", "1",
            f"--total-num-mbufs={mbufs}", f"--nb-cores={cores}", f"--txq={cores}", f"--rxq={cores}",
            f"--eth-peer=0,{dst_mac}", f"--tx-ip={src_ip},{dst_ip}", f"--tx-udp={udp_port},{udp_port}",
@@ -114,22 +127,60 @@ def bounded(argv: list[str], duration_s: float, prefix_var: str = "lhdp-$$") -> 
     return ["sh", "-c", script]
 
 
+def device(options: dict) -> str:
+    """"pci" or "af_packet": the flow's choice, else PCI wherever a port is known."""
+    chosen = options.get("device") or ("pci" if options.get("pci") else "af_packet")
+    if chosen == "pci" and not options.get("pci"):
+        raise ValueError("dpdk: device = 'pci' needs options.pci or a DPDK port (dpdk = true) in the inventory")
+    return chosen
+
+
+def _hugepages_mb(options: dict) -> int:
+    return int(options.get("hugepages_mb") or 2 * int(options.get("mem_mb", 64)))
+
+
 def client_argv(spec) -> list[str]:
     o = spec.options
     if spec.bytes is not None:
         raise ValueError("dpdk: testpmd cannot stop after a byte count; give duration_s")
     if spec.rate_mbps is not None or spec.shape is not None:
         raise ValueError("dpdk: testpmd txonly sends at line rate; a declared rate needs TRex (tool 'trex')")
-    # the trial always passes the lab's interface (pair facts) for af_packet; a flow that names a
-    # PCI NIC sends from that NIC instead
-    pci = o.get("pci")
-    argv = testpmd_argv(duration_s=spec.duration_s, dst_mac=_opt(o, "dst_mac"), src_ip=_opt(o, "src_ip"),
-                        dst_ip=_opt(o, "dst_ip"), iface=None if pci else o.get("iface"), pci=pci,
+    # the trial passes the lab's interface for af_packet and, where the inventory has one, the
+    # sender's DPDK port; the flow's options may name another port or pick the device
+    pci = device(o) == "pci"
+    src_ip = (o.get("pci_src_ip") or _opt(o, "src_ip")) if pci else _opt(o, "src_ip")
+    argv = testpmd_argv(duration_s=spec.duration_s, dst_mac=_opt(o, "dst_mac"), src_ip=src_ip,
+                        dst_ip=_opt(o, "dst_ip"), iface=None if pci else o.get("iface"), pci=o["pci"] if pci else None,
                         frame_bytes=int(o.get("frame_bytes", DEFAULT_FRAME)), udp_port=_udp_port(spec),
                         file_prefix="@PREFIX@", lcores=str(o.get("lcores", "0,1")), cores=int(o.get("cores", 1)),
                         mem_mb=int(o.get("mem_mb", 64)), mbufs=int(o.get("mbufs", 8192)),
                         multi_flow=bool(o.get("multi_flow", False)))
     return bounded(argv, spec.duration_s)
+
+
+def port_argv(spec, python: str = sys.executable) -> tuple[list[list[str]], list[list[str]]]:
+    """(bind, restore) of the burst's PCI port on the sender; nothing for af_packet."""
+    if device(spec.options) != "pci":
+        return [], []
+    state = str(spec.workdir / f"lh-dpdk-port-{spec.port}.json")
+    agent = [python, "-m", dpdk_port.__name__]
+    return ([[*agent, "bind", spec.options["pci"], "--hugepages-mb", str(_hugepages_mb(spec.options)), "--state", state]],
+            [[*agent, "restore", "--state", state]])
+
+
+def check_flow(flow) -> str | None:
+    """What a dpdk flow's options may not say (the rest needs the lab, and is checked at the burst)."""
+    o = flow.options
+    if o.get("device") not in (None, *DEVICES):
+        return f"options.device {o['device']!r}: one of {', '.join(DEVICES)}"
+    if o.get("pci") is not None and not PCI.match(str(o["pci"])):
+        return f"options.pci {o['pci']!r}: a PCI address such as 0000:3b:00.0"
+    if o.get("lcores") is not None and not LCORES.match(str(o["lcores"])):
+        return f"options.lcores {o['lcores']!r}: an EAL core list ('0,1') or map ('0@0,1@0')"
+    for key in ("hugepages_mb", "mem_mb", "mbufs", "cores"):
+        if o.get(key) is not None and (not isinstance(o[key], int) or o[key] < 1):
+            return f"options.{key} {o[key]!r}: a whole number >= 1"
+    return None
 
 
 def meter_argv(rx_iface: str, ready_file: str, udp_port: int | None = None, python: str = sys.executable) -> list[str]:
@@ -226,11 +277,12 @@ class DpdkTestpmd:
     needs_link_facts = True     # frames are built at layer 2: next hop MAC, no ARP
     sends_from = "sender"
     resolves_own_address = False
-    option_keys = ("pci", "iface", "dst_mac", "src_ip", "dst_ip", "rx_iface", "frame_bytes", "lcores", "cores", "mem_mb", "mbufs", "multi_flow")   # what a flow's [flows.options] may set
-    rules = FlowRules(("udp",))
+    option_keys = ("device", "pci", "hugepages_mb", "iface", "dst_mac", "src_ip", "dst_ip", "rx_iface", "frame_bytes",
+                   "lcores", "cores", "mem_mb", "mbufs", "multi_flow")   # what a flow's [flows.options] may set
+    rules = FlowRules(("udp",), check=check_flow)
 
     def prepare(self, spec):
-        return [], []
+        return port_argv(spec)
 
     def _ready_file(self, spec) -> str:
         return str(spec.workdir / f"lh-ifrate-{spec.port}.ready")

@@ -29,6 +29,7 @@ from longhaul.appliance.run.trial import BASE_PORT, PORTS_PER_FLOW
 from longhaul.collectors.live.rtt_probe import _BURST_LOOP_SH
 from longhaul.collectors.live.shaper_meter import _LOOP_SH as SHAPER_LOOP_SH
 from longhaul.core.model import Strict
+from longhaul.drivers.agents import dpdk_port
 from longhaul.drivers.agents.replay_leg import MODULE as LEG_AGENT
 from longhaul.drivers.agents.replay_leg import PORT as LEG_PORT
 from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
@@ -42,6 +43,8 @@ from longhaul.hardware.topology import dumbbell
 
 DATA = Path(__file__).parent / "data"
 IPERF3_TCP = DATA / "iperf3_tcp_p2.json"   # 2 streams, 6 s: 302536432 bytes received in 6.00012 s
+TESTPMD = DATA / "dpdk" / "testpmd_timeout.txt"
+DPDK_PORT_AGENT = dpdk_port.__name__
 NAME = "fake"
 _pids = itertools.count(50_000)
 
@@ -57,6 +60,8 @@ class FakePath:
     socket_ticks: int = 20            # tcp_info ticks (10 Hz) the sampler reports per trial
     generator: bool = False           # the lab has a traffic generator (G1) for trex flows
     generator_mbps: float = 40.0      # what TRex sends and the receiver's meter counts, per second
+    dpdk_port: bool = False           # the senders have a DPDK port in the inventory (pair facts' pci)
+    port_kept: bool = False           # giving that port back fails (dpdk_port restore exits 1)
 
 
 class FakeProcess:
@@ -118,6 +123,8 @@ class FakeExecutor:
             return Completed(argv, 0, "ready\n", "")
         if argv[0] == "mktemp":
             return Completed(argv, 0, f"/tmp/fake.{next(_pids)}\n", "")
+        if DPDK_PORT_AGENT in argv and "restore" in argv and self.lab.path.port_kept:
+            return Completed(argv, 1, "", "dpdk_port restore: 0000:00:10.0 is on uio_pci_generic, was virtio-pci\n")
         if argv[:3] == ["sh", "-c", 'cat > "$1"']:        # a file written on the host
             self.lab.files[argv[-1]] = input or ""
         return Completed(argv, 0, "", "")
@@ -164,7 +171,9 @@ class FakeLab:
         return LinuxTc()
 
     def pair_facts(self, pair: int) -> dict:
-        return {}
+        facts = {"iface": f"s{pair}-eth0", "dst_mac": "02:00:00:00:01:01", "src_ip": self.address(f"S{pair}"),
+                 "dst_ip": self.address(f"D{pair}"), "rx_iface": f"d{pair}-eth0"}
+        return {**facts, "pci": "0000:00:10.0", "pci_src_ip": "10.1.1.3"} if self.path.dpdk_port else facts
 
     def generator_facts(self, pair: int) -> dict:
         if not self.path.generator:
@@ -200,6 +209,8 @@ class FakeLab:
             return math.inf, self._meter_lines()
         if TREX_RUNNER in argv:
             return 0.0, self._trex_lines(json.loads(argv[-1]))
+        if argv[:2] == ["sh", "-c"] and "dpdk-testpmd" in argv[2]:
+            return 0.0, TESTPMD.read_text()
         if argv[0] == "iperf3" and "-c" in argv:
             return 0.0, self.client_output()
         return 0.0, ""

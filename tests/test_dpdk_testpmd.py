@@ -21,8 +21,10 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path, PurePosixPath
+from types import SimpleNamespace
 
 import pytest
 from netns_wiring import routed as routed_lab
@@ -96,6 +98,38 @@ def test_a_flow_naming_a_pci_nic_sends_from_it_not_from_the_lab_s_interface():
     assert "-a 0000:00:05.0" in script and "af_packet" not in script and "--no-huge" not in script
 
 
+def test_the_inventory_s_dpdk_port_is_used_and_handed_over_around_the_burst():
+    """Pair facts with the sender's DPDK port (pci, pci_src_ip): testpmd sends from it with the
+    port's own address, and prepare binds it (and reserves huge pages) before, gives it back after."""
+    facts = {"pci": "0000:00:10.0", "pci_src_ip": "10.234.1.3", "lcores": "0@0,1@0"}
+    tool = dp.DpdkTestpmd()
+    script = tool.client(_spec(options=facts))[2]
+    assert "-a 0000:00:10.0" in script and "--huge-unlink" in script and "--tx-ip=10.234.1.3,10.234.2.1" in script
+    assert "--lcores 0@0,1@0 " in script and " -l " not in script       # two lcores on one vCPU
+    before, after = tool.prepare(_spec(options={**facts, "mem_mb": 48}, port=5305))
+    state = "/tmp/w/lh-dpdk-port-5305.json"
+    assert before == [[sys.executable, "-m", "longhaul.drivers.agents.dpdk_port", "bind", "0000:00:10.0",
+                       "--hugepages-mb", "96", "--state", state]]
+    assert after == [[sys.executable, "-m", "longhaul.drivers.agents.dpdk_port", "restore", "--state", state]]
+    # af_packet chosen by the flow: the lab interface, the sender's own address, nothing to hand over
+    chosen = _spec(options={**facts, "device": "af_packet"})
+    assert "iface=a0" in tool.client(chosen)[2] and "--tx-ip=10.234.1.1," in tool.client(chosen)[2]
+    assert tool.prepare(chosen) == ([], [])
+    assert tool.prepare(_spec()) == ([], [])
+    with pytest.raises(ValueError, match="needs options.pci or a DPDK port"):
+        tool.client(_spec(options={"device": "pci"}))
+
+
+@pytest.mark.parametrize("options,match", [({"device": "nic"}, "one of pci, af_packet"),
+                                           ({"pci": "3b:00.0x"}, "a PCI address"),
+                                           ({"lcores": "0;1"}, "EAL core list"),
+                                           ({"hugepages_mb": 0}, "whole number"), ({"mem_mb": "64"}, "whole number")])
+def test_a_flow_s_dpdk_options_are_checked_with_the_config(options, match):
+    assert match in dp.check_flow(SimpleNamespace(options=options))
+    assert dp.check_flow(SimpleNamespace(options={"device": "pci", "pci": "0000:3b:00.0", "lcores": "0@0,1@0",
+                                                  "hugepages_mb": 256})) is None
+
+
 @pytest.mark.parametrize("kw,match", [({"duration_s": None, "bytes": 10**9}, "byte count"),
                                       ({"rate_mbps": 100.0}, "line rate"),
                                       ({"options": {"dst_mac": None}}, "dst_mac")])
@@ -135,6 +169,20 @@ def test_parse_captured_timeout_run():
 def test_parse_captured_sigterm_run():
     tx = dp.parse_testpmd((DATA / "testpmd_sigterm.txt").read_text())
     assert tx["error"] is None and tx["clean_exit"] and tx["tx_packets"] > 0
+
+
+def test_the_meter_makes_its_ready_file_s_directory(tmp_path):
+    """On a remote receiver the burst's workdir does not exist until something makes it: the meter
+    died there with ENOENT (the first DPDK run on the qemu lab)."""
+    ready = tmp_path / "raw" / "work" / "bg-b0" / "lh-ifrate-5201.ready"
+    meter = subprocess.Popen(dp.meter_argv("lo", str(ready)), stdout=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: meter.poll() is not None or ready.exists(), timeout=20, what="ifrate ready")
+        assert meter.poll() is None and ready.read_text().strip() == str(meter.pid)
+    finally:
+        meter.send_signal(2)
+        out, _ = meter.communicate(timeout=20)
+    assert meter.returncode == 0 and '"event": "end"' in out and not ready.exists()
 
 
 def test_parse_captured_eal_error():

@@ -246,6 +246,8 @@ def test_fleet_inventory_passes_the_inventory_validator(tmp_path):
     r1, r2 = inv.routers()
     assert (r1.name, r2.name) == ("R1", "R2") and inv.inventory.trust_on_first_use is False
     assert [i.name for i in r1.interfaces if i.link == "bottleneck"] == ["wan"]
+    port = inv.host("S1").interfaces[1]
+    assert (port.name, port.pci, port.dpdk, port.address) == ("dpdk0", "0000:00:10.0", True, "10.221.1.3/24")
 
 
 def test_fleet_seed_is_what_firstboot_reads():
@@ -265,9 +267,14 @@ def test_qemu_argv_and_namespace_plan():
     plan = qf.fleet_plan("lhq7", 7, 1)
     vm = plan.vm("S1")
     argv = qf.qemu_argv(vm, Path("/w/S1.qcow2"), Path("/w/S1-seed.img"), Path("/w/S1.log"), "tcg", 512)
-    assert argv[:1] == ["qemu-system-x86_64"] and "tcg,tb-size=64" in argv and "-cpu" not in argv
+    assert argv[:1] == ["qemu-system-x86_64"] and "tcg,tb-size=64" in argv
+    assert argv[argv.index("-cpu") + 1] == "max"          # SSE4.2, which Debian's DPDK needs
     assert "file=/w/S1-seed.img,if=virtio,format=raw,readonly=on" in argv
     assert f"virtio-net-pci,netdev=n1,mac={vm.nics[1].mac},romfile=" in argv
+    # the DPDK port sits at the PCI address the inventory gives, and first boot leaves it bare
+    assert f"virtio-net-pci,netdev=n2,mac={vm.nics[2].mac},romfile=,addr=0x10" in argv
+    assert vm.nics[2].pci == qf.DPDK_PCI == "0000:00:10.0"
+    assert qf.seed(vm, "key", "hk")["interfaces"][2] == {"mac": vm.nics[2].mac, "name": "dpdk0", "address": None}
     ns = qf.namespace_plan(plan)
     assert ns[0] == ["ip", "netns", "add", "lhq7-ns"]
     assert ["ip", "addr", "add", "10.213.7.1/24", "dev", "lhq7c"] in ns          # the only root-namespace address

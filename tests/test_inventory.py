@@ -233,3 +233,30 @@ def test_a_generator_has_its_trex_tree_and_dpdk_ports(tmp_path):
     two = text.replace("\n[bottleneck]", GENERATOR.replace('"G1"', '"G2"').replace("192.0.2.41", "192.0.2.42")
                        .replace("10.1.3.2", "10.1.4.2") + "\n[bottleneck]")
     assert "at most one generator" in str(error_for(tmp_path, two))
+
+
+DPDK_PORT = """[[hosts.interfaces]]
+name = "dpdk0"
+address = "10.1.1.3/24"
+rate_mbps = 10000
+pci = "0000:3b:00.1"
+dpdk = true
+"""
+
+
+def test_a_sender_s_dpdk_port_is_a_second_access_interface_with_a_pci_address(tmp_path):
+    after_s1 = 'rate_mbps = 1000\n\n[[hosts]]\nname = "D1"'
+    text = MINIMAL.replace(after_s1, "rate_mbps = 1000\n" + DPDK_PORT + '\n[[hosts]]\nname = "D1"')
+    port = load_inventory(write(tmp_path, text)).host("S1").interfaces[1]
+    assert (port.dpdk, port.pci, port.ip) == (True, "0000:3b:00.1", "10.1.1.3")
+    no_pci = text.replace('pci = "0000:3b:00.1"\n', "")
+    err = error_for(tmp_path, no_pci)
+    assert "hosts[0].interfaces[1].pci" in str(err) and "DPDK port's PCI address" in str(err)
+    # the first access interface carries the TCP flows and the RTT probe: never DPDK's
+    first = MINIMAL.replace('address = "10.1.1.2/24"\nrate_mbps = 1000\n',
+                            'address = "10.1.1.2/24"\nrate_mbps = 1000\npci = "0000:3b:00.0"\ndpdk = true\n', 1)
+    assert "a second access interface" in str(error_for(tmp_path, first))
+    on_receiver = MINIMAL.replace('address = "10.2.1.2/24"\nrate_mbps = 1000\n',
+                                  'address = "10.2.1.2/24"\nrate_mbps = 1000\npci = "0000:3b:00.0"\ndpdk = true\n')
+    err = error_for(tmp_path, on_receiver)
+    assert "hosts[1].interfaces[0].dpdk" in str(err) and "only on a sender" in str(err)

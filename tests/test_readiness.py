@@ -48,8 +48,8 @@ def host(role="sender", os="linux", interfaces=(), name="H", management="192.0.2
     return NS(name=name, role=role, os=os, interfaces=list(interfaces), management=management, ssh_port=ssh_port)
 
 
-def iface(name="eno1", rate=1000, pci=None):
-    return NS(name=name, rate_mbps=rate, pci=pci)
+def iface(name="eno1", rate=1000, pci=None, dpdk=False):
+    return NS(name=name, rate_mbps=rate, pci=pci, dpdk=dpdk)
 
 
 # -- which checks ----------------------------------------------------------------------------------
@@ -65,6 +65,9 @@ def test_checks_follow_role_and_os_and_never_interpolate_names():
     assert "iperf3" not in tools.argv[2] and "eno1" not in sender[4].argv[2]     # positional args only
     assert sender[1].argv[-1] == "bbr" and sender[1].params == (("bbr",), True)
     assert sender[5].argv[-1] == "0000:3b:00.0"                                   # sysfs is lower case
+    # a DPDK port may be bound away from the kernel: its PCI device is checked, not a link
+    dpdk = r.host_checks(host("sender", interfaces=[iface("eth1"), iface("dpdk0", pci="0000:00:10.0", dpdk=True)]))
+    assert [c.name for c in dpdk][-2:] == ["link eth1", "pci 0000:00:10.0"]
     receiver = [c.name for c in r.host_checks(host("receiver"))]
     assert "congestion controls" not in receiver and "tools" in receiver
     linux_router = r.host_checks(host("router", interfaces=[iface("wan")]))
@@ -91,7 +94,7 @@ def test_a_receiver_must_name_its_test_address_when_gridftp_runs():
     from longhaul.appliance.config.load import load_config
     wants = ci.wants(needs_of(load_config(REPO / "config.toml", ["nfs-shared"])))
     assert wants.resolving == ("gridftp",)
-    rx = host("receiver", interfaces=[NS(name="eth1", rate_mbps=1000, pci=None, link="access", ip="10.1.2.2")])
+    rx = host("receiver", interfaces=[NS(name="eth1", rate_mbps=1000, pci=None, dpdk=False, link="access", ip="10.1.2.2")])
     (check,) = [c for c in r.host_checks(rx, wants) if c.kind == "name"]
     assert check.argv == ("getent", "hosts", "10.1.2.2")
     assert r.interpret(check, done("10.1.2.2        d1-test\n")) == ("ok", "d1-test")

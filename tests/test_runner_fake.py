@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fakes import (
+    DPDK_PORT_AGENT,
     IPERF3_TCP,
     TINY_PROFILE,
     FakeBackend,
@@ -216,3 +217,38 @@ def test_a_trex_flow_is_refused_at_its_line_where_the_lab_has_no_generator(tmp_p
     assert f"tiny.toml:{line}" in err, err
     assert "role = 'generator'" in err and "has none" in err, err
     assert not (tmp_path / "runs").exists()                 # refused before anything started
+
+
+DPDK_PROFILE = """
+[profile]
+description = "fake lab: testpmd from the sender's DPDK port"
+repeats = 1
+[topology]
+pairs = 1
+bottleneck_rate_mbps = 100
+rtt_ms = 20
+queue = "1bdp"
+[[flows]]
+name = "bg"
+role = "background"
+tool = "dpdk"
+pair = 1
+duration_s = 3
+"""
+
+
+def test_a_dpdk_flow_binds_the_inventory_s_port_around_its_burst_and_fails_if_it_is_not_given_back(
+        tmp_path, monkeypatch):
+    store, backend = run(tmp_path / "a", monkeypatch, FakePath(dpdk_port=True), DPDK_PROFILE)
+    (cell,) = store.cells
+    assert all(t.ok for t in cell.trials), [t.error for t in cell.trials]
+    (lab,) = backend.labs
+    steps = [(host, "bind" if "bind" in argv else "restore" if "restore" in argv else "testpmd")
+             for host, argv in lab.commands if DPDK_PORT_AGENT in argv or "dpdk-testpmd" in " ".join(argv)]
+    assert steps == [("S1", "bind"), ("S1", "testpmd"), ("S1", "restore")]
+    testpmd = next(argv for _, argv in lab.commands if "dpdk-testpmd" in " ".join(argv))[2]
+    assert "-a 0000:00:10.0" in testpmd and "--tx-ip=10.1.1.3," in testpmd
+    # a port the host keeps on DPDK's driver is the trial's failure, named
+    store, _ = run(tmp_path / "b", monkeypatch, FakePath(dpdk_port=True, port_kept=True), DPDK_PROFILE)
+    (trial,) = store.cells[0].trials
+    assert not trial.ok and "is on uio_pci_generic, was virtio-pci" in trial.error

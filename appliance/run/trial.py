@@ -189,7 +189,7 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
                         _stop_server(lab, run, launch.server, launch.server_spec)
             for server in shared:
                 server.stop()
-            _undo(undo)
+            trial_errors += _undo(undo)     # a port not given back, or a file left: the trial says so
     duration = time.monotonic() - t0
     summary = _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started_wall, duration,
                          trial_errors)
@@ -226,9 +226,14 @@ def _prepare(lab, runs: list[FlowRun]) -> list[tuple]:
     return undo
 
 
-def _undo(steps: list[tuple]) -> None:
+def _undo(steps: list[tuple]) -> list[str]:
+    """Every step runs, whatever the others did; what failed is returned."""
+    failed = []
     for executor, argv in steps:
-        executor.run(argv, check=False, timeout=PREPARE_TIMEOUT_S)
+        done = executor.run(argv, check=False, timeout=PREPARE_TIMEOUT_S)
+        if done.returncode != 0:
+            failed.append(f"undoing preparation ({' '.join(argv[-4:])}): {(done.stderr or done.stdout).strip()[-300:]}")
+    return failed
 
 
 def _start_server(lab, run: FlowRun, spec: BurstSpec, port: int, out: Path) -> Process:

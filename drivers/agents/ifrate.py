@@ -97,7 +97,8 @@ def run(iface: str, udp_port: int | None, ready_file: str | None, interval: floa
     try:
         prev_b, prev_p = read()
         prev_t = time.monotonic()
-        if ready_file:
+        if ready_file:      # in the burst's workdir, which on a remote receiver exists only from here
+            Path(ready_file).parent.mkdir(parents=True, exist_ok=True)
             Path(ready_file).write_text(f"{os.getpid()}\n")
         print(json.dumps({"event": "ready", "iface": iface, "source": source, "ts": time.time()}), file=out, flush=True)
         # wait for the traffic; its first poll's bytes belong to the first interval

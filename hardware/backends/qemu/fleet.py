@@ -8,6 +8,10 @@ The management bridge reaches this machine through one veth pair; everything lon
 the VMs goes over SSH, exactly as on hardware (hardware/backends/ssh/lab.py), with strict host keys: the
 fleet makes each VM's host key and hands it over in the seed.
 
+Every sender has a second NIC on its access segment for DPDK (`dpdk = true` in the inventory) at
+a fixed PCI address, left without an address by first boot, so a DPDK flow can bind it, send from
+it and give it back.
+
 Acceleration: KVM when /dev/kvm is a normal KVM; this machine's is kvm_pvm, which a stock Debian
 kernel cannot boot under, so "auto" picks TCG there.
 """
@@ -32,6 +36,7 @@ from longhaul.hardware.executors.ssh_masters import MASTERS
 
 log = logging.getLogger(__name__)
 
+DPDK_PCI = "0000:00:10.0"      # the senders' DPDK NIC: a slot clear of the machine's own devices
 MGMT_PREFIX = "10.213"          # 10.213.<k>.0/24; <k> picked per fleet so two fleets can coexist
 WAN_NET = "10.220.0.0/30"
 
@@ -44,6 +49,7 @@ class Nic:
     name: str              # the interface name inside the VM (the seed renames to it)
     address: str | None = None
     bottleneck: bool = False
+    pci: str | None = None      # a DPDK port: at this fixed PCI address, no address in the VM
 
 
 @dataclass(frozen=True)
@@ -98,7 +104,8 @@ def fleet_plan(tag: str, index: int, pairs: int, ns: str | None = None) -> Fleet
         bridges += [f"s{i}", f"d{i}"]
         s_no, d_no = next(counter), next(counter)
         vms.append(Vm(f"S{i}", "sender", f"{mgmt}.{10 + i}",
-                      (mgmt_nic(10 + i, s_no), Nic(f"s{i}", f"{tag}t{s_no}", _mac(index, s_no, 1), "eth1", f"{s_net}.2/24")),
+                      (mgmt_nic(10 + i, s_no), Nic(f"s{i}", f"{tag}t{s_no}", _mac(index, s_no, 1), "eth1", f"{s_net}.2/24"),
+                       Nic(f"s{i}", f"{tag}p{s_no}", _mac(index, s_no, 2), "dpdk0", f"{s_net}.3/24", pci=DPDK_PCI)),
                       routes=(("10.222.0.0/16", f"{s_net}.1"),)))
         vms.append(Vm(f"D{i}", "receiver", f"{mgmt}.{20 + i}",
                       (mgmt_nic(20 + i, d_no), Nic(f"d{i}", f"{tag}t{d_no}", _mac(index, d_no, 1), "eth1", f"{d_net}.2/24")),
@@ -119,7 +126,8 @@ def fleet_plan(tag: str, index: int, pairs: int, ns: str | None = None) -> Fleet
 def seed(vm: Vm, authorized_key: str, host_key_file: str) -> dict:
     """The firstboot.toml of one VM (appliance/image/firstboot.py's format)."""
     return {"name": vm.name, "role": vm.role, "authorized_keys": [authorized_key], "host_key": host_key_file,
-            "interfaces": [{"mac": n.mac, "name": n.name, "address": n.address} for n in vm.nics],
+            # a DPDK port is named but gets no address: its kernel interface must be idle to be bound
+            "interfaces": [{"mac": n.mac, "name": n.name, "address": None if n.pci else n.address} for n in vm.nics],
             "routes": [{"to": to, "via": via} for to, via in vm.routes]}
 
 
@@ -137,6 +145,8 @@ def inventory_toml(plan: FleetPlan, key: Path, known_hosts: Path, kernel_note: s
                       "rate_mbps = 1000"]
             if nic.bottleneck:
                 lines.append('link = "bottleneck"')
+            if nic.pci:
+                lines += [f'pci = "{nic.pci}"', "dpdk = true"]
         lines.append("")
     lines += ["[bottleneck]", 'r1 = "R1"', 'r2 = "R2"', ""]
     for vm in plan.vms:
@@ -151,11 +161,12 @@ def qemu_argv(vm: Vm, overlay: Path, seed_img: Path, console: Path, accel: str, 
             "-no-reboot", "-serial", f"file:{console}",
             "-drive", f"file={overlay},if=virtio,format=qcow2",
             "-drive", f"file={seed_img},if=virtio,format=raw,readonly=on"]
-    if accel == "kvm":
-        argv += ["-cpu", "host"]
+    # TCG's default CPU (qemu64) lacks SSE4.2, which Debian's DPDK is built for; "max" has it
+    argv += ["-cpu", "host" if accel == "kvm" else "max"]
     for i, nic in enumerate(vm.nics):
+        slot = f",addr=0x{nic.pci.split(':')[2].split('.')[0]}" if nic.pci else ""
         argv += ["-netdev", f"tap,id=n{i},ifname={nic.tap},script=no,downscript=no",
-                 "-device", f"virtio-net-pci,netdev=n{i},mac={nic.mac},romfile="]   # no iPXE ROM: disk boot
+                 "-device", f"virtio-net-pci,netdev=n{i},mac={nic.mac},romfile={slot}"]   # no iPXE ROM: disk boot
     return argv
 
 

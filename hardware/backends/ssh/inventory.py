@@ -45,6 +45,10 @@ class Interface(Strict):
     link: Literal["access", "bottleneck"] = "access"           # bottleneck: a router's WAN side
     mtu: int = Field(1500, ge=576, le=9216)
     pci: str | None = None                                     # for DPDK (TRex, generators)
+    # a sender's DPDK port: bound to vfio-pci/uio_pci_generic for a DPDK flow's burst and given
+    # back after; on the sender's access segment (frames go to the same router), its address is
+    # the frames' source and must not be configured on the kernel interface
+    dpdk: bool = False
 
     @field_validator("address")
     @classmethod
@@ -252,6 +256,7 @@ class Inventory(Strict):
             ifnames: set[str] = set()
             for j, iface in enumerate(host.interfaces):
                 loc = ("hosts", i, "interfaces", j)
+                problems += _dpdk_port_problems(host, iface, loc)
                 if iface.name in ifnames:
                     problems.append((loc + ("name",), iface.name, "interface names unique on a host"))
                 ifnames.add(iface.name)
@@ -276,6 +281,20 @@ class Inventory(Strict):
                         problems.append((("hosts", i, "interfaces", j, "link"), "bottleneck",
                                          "only a router's interface is on the bottleneck"))
         return problems
+
+
+def _dpdk_port_problems(host: Host, iface: Interface, loc: tuple) -> list[tuple]:
+    if not iface.dpdk:
+        return []
+    if host.role != "sender":
+        return [(loc + ("dpdk",), True, f"only on a sender ({host.name} is a {host.role}; a generator's "
+                                        "pci ports are TRex's)")]
+    if iface.pci is None:
+        return [(loc + ("pci",), None, "a DPDK port's PCI address, e.g. 0000:3b:00.0")]
+    if iface.link != "access" or next((x for x in host.interfaces if x.link == "access"), None) is iface:
+        return [(loc + ("dpdk",), True, "a second access interface: the first is the sender's test "
+                                        "interface, which its TCP flows and the RTT probe use")]
+    return []
 
 
 def _resolve(path: str, base: Path) -> str:

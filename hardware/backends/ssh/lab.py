@@ -203,12 +203,17 @@ class HostsLab:
         return self.routers[host]
 
     def pair_facts(self, pair: int) -> dict:
-        """As NetnsLab.pair_facts: the next hop's MAC is read from the router over SSH."""
+        """As NetnsLab.pair_facts: the next hop's MAC is read from the router over SSH; plus the
+        sender's DPDK port (pci, and pci_src_ip: its address) where the inventory declares one."""
         if pair not in self._facts:
             sender, receiver = self.topo.access_link(f"S{pair}"), self.topo.access_link(f"D{pair}")
             mac = self.executor(sender.b.host).run(["cat", f"/sys/class/net/{sender.b.ifname}/address"]).stdout.strip()
             self._facts[pair] = {"iface": sender.a.ifname, "dst_mac": mac, "src_ip": self.address(f"S{pair}"),
                                  "dst_ip": self.address(f"D{pair}"), "rx_iface": receiver.a.ifname}
+            machine = self.inventory.host(self.names[f"S{pair}"])
+            port = next((i for i in machine.interfaces if i.dpdk), None)
+            if port is not None:        # the inventory's DPDK port, on the same segment: same next hop
+                self._facts[pair].update(pci=port.pci, pci_src_ip=port.ip)
         return self._facts[pair]
 
     def generator_facts(self, pair: int) -> dict:

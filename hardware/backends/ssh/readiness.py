@@ -142,7 +142,7 @@ def host_checks(host, wants: Wants = Wants()) -> list[Check]:
     checks.append(Check("clock sync", "clock", ("sh", "-c", _CLOCK_SH)))
     checks.append(Check("clock offset", "offset", ("sh", "-c", CLOCK_LOOP_SH)))
     for iface in host.interfaces:
-        if host.role == "generator" and iface.pci:     # DPDK owns the port: no kernel link to read
+        if iface.dpdk or (host.role == "generator" and iface.pci):    # DPDK's: maybe no kernel link
             checks.append(Check(f"pci {iface.pci}", "pci", ("sh", "-c", _PCI_SH, "sh", iface.pci.lower())))
             continue
         argv = ("sh", "-c", _LINK_SH, "sh", iface.name) if linux else ("ifconfig", iface.name)
