@@ -171,6 +171,20 @@ def test_parse_captured_sigterm_run():
     assert tx["error"] is None and tx["clean_exit"] and tx["tx_packets"] > 0
 
 
+def test_a_slow_counter_read_is_stamped_at_its_middle():
+    """An iptables read forks: in a busy VM it took up to a second, and stamped when it returned
+    the intervals around it came out short or long (13.6 Mb/s through a 10 Mb/s shaper)."""
+    def slow_read():
+        time.sleep(0.2)
+        return 1500, 1
+
+    before = time.monotonic()
+    nbytes, packets, when = ifrate._stamped(slow_read)
+    after = time.monotonic()
+    assert (nbytes, packets) == (1500, 1)
+    assert when == pytest.approx((before + after) / 2, abs=0.02) and after - when >= 0.09
+
+
 def test_the_meter_makes_its_ready_file_s_directory(tmp_path):
     """On a remote receiver the burst's workdir does not exist until something makes it: the meter
     died there with ENOENT (the first DPDK run on the qemu lab)."""

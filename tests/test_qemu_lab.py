@@ -132,13 +132,22 @@ def test_every_tool_runs_on_the_vms_within_what_the_routers_shape(vm_run):
         assert trial["status"] == "ok", (name, trial.get("error"))
         flow = trial["flows"][0]
         with open(run_dir / "cells" / cell["id"] / "trial-1" / "throughput.csv") as fh:
-            per_second = [float(r["mbps"]) for r in csv.DictReader(fh) if r["stream"] == "all"]
-        print(name, flow["mean_mbps"], per_second)
+            rows = [(float(r["t_s"]), float(r["mbps"])) for r in csv.DictReader(fh) if r["stream"] == "all"]
+        per_second = [mbps for _, mbps in rows]
+        print(name, flow["mean_mbps"], rows)
         assert len(per_second) >= 5, (name, per_second)
-        assert name == "udt" or max(per_second) <= 10 * 1.05, (name, per_second)
         assert flow["mean_mbps"] >= floor[name] * 10, (name, flow)
-        if name.startswith("dpdk"):     # at the link's rate: the receiver's meter sees the shaper full
-            assert max(per_second) >= 8.0, (name, per_second)
+        if name.startswith("dpdk"):
+            assert max(per_second) >= 8.0, (name, per_second)   # at the link's rate: the shaper full
+            # the receiver's meter reads an iptables counter, a fork that took up to a second in a
+            # busy TCG VM: its stamps move bytes between neighbouring intervals, so the ceiling
+            # holds for each two of them together (13.6 Mb/s in one, 9.7 over the pair, was seen)
+            spans = [t - before for before, t in zip([0.0] + [t for t, _ in rows], [t for t, _ in rows])]
+            megabits = [mbps * span for (_, mbps), span in zip(rows, spans)]
+            pairs = [(megabits[i] + megabits[i + 1]) / (spans[i] + spans[i + 1]) for i in range(len(rows) - 1)]
+            assert max(pairs) <= 10 * 1.05, (name, pairs)
+        elif name != "udt":             # UDT's figures are what its receiver released (docs/tools.md)
+            assert max(per_second) <= 10 * 1.05, (name, per_second)
     assert cells["gf"]["trials"][0]["flows"][0]["observed_cca"] == ["cubic"]
     # the PCI cell sent from the DPDK port through DPDK's virtio driver, and its trial (which fails
     # when the port or the huge pages are not given back) is ok
