@@ -1,4 +1,5 @@
-"""The numbers seed 000 reports: Jain fairness, RTT inflation, mean and spread over repeats."""
+"""The numbers seed 000 reports: Jain fairness, RTT inflation, mean and spread over repeats; and the
+wire's ceiling, which no stored second may exceed."""
 
 from __future__ import annotations
 
@@ -42,3 +43,25 @@ def mean_std(values: Iterable[float | None]) -> dict:
 
 def mbps(nbytes: float, seconds: float) -> float | None:
     return nbytes * 8 / seconds / 1e6 if seconds > 0 else None
+
+
+# A one-second bin may hold a little more than a second's worth of the shaper's rate: its token
+# bucket's burst, and the sampling of its ends (the same slack as ../shared/tools/wire_ceiling.py)
+CEILING_SLACK = 1.03
+
+
+def payload_ceiling_mbps(rate_mbps: float, mtu: int) -> float:
+    """The most TCP payload a bottleneck of rate_mbps can pass: full segments (mtu - 52: IP, TCP and
+    timestamps) in Ethernet frames (mtu + 14)."""
+    return rate_mbps * (mtu - 52) / (mtu + 14)
+
+
+def seconds_above(rows, ceiling_mbps: float, slack: float = CEILING_SLACK) -> list[tuple[int, float]]:
+    """throughput.csv rows [t_s, flow, stream, mbps] -> the whole seconds whose flows together read
+    more than the ceiling allows: [(second, mbps), ...]. A burst's short last interval (not on a
+    whole second) is a rate over less than a second and is left out, as the checker does."""
+    per: dict[int, float] = {}
+    for t_s, _, stream, value in rows:
+        if stream == "all" and abs(t_s - round(t_s)) < 0.02:
+            per[round(t_s)] = per.get(round(t_s), 0.0) + value
+    return sorted((t, v) for t, v in per.items() if v > ceiling_mbps * slack)

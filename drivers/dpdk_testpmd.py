@@ -273,7 +273,7 @@ class DpdkTestpmd:
     executables = (EXECUTABLE, "timeout")
     shared_servers = False
     sets_cca = True             # UDP only: no TCP socket for the trial's CCA shim to touch
-    rate_from_sockets = False   # per-second figures from the receiver's ifrate meter
+    counts_arrivals = True      # its receiver is the ifrate meter: kernel counters
     needs_link_facts = True     # frames are built at layer 2: next hop MAC, no ARP
     sends_from = "sender"
     resolves_own_address = False

@@ -253,7 +253,7 @@ class GridFTP:
     executables = ("globus-gridftp-server", "globus-url-copy")
     shared_servers = False
     sets_cca = False               # the trial's LD_PRELOAD shim sets it per socket
-    rate_from_sockets = True       # -vb reports every 5 s; the sender's tcp_info every 0.1 s
+    counts_arrivals = False        # -vb reports every 5 s; the sender's tcp_info every 0.1 s
     needs_link_facts = False
     sends_from = "sender"
     resolves_own_address = True   # the server looks up the receiver's test address at start

@@ -99,7 +99,7 @@ class Iperf3:
     executables = ("iperf3",)
     shared_servers = True
     sets_cca = True                 # -C
-    rate_from_sockets = False       # the server's own intervals
+    counts_arrivals = False         # its server counts what it read: tcp_info or the arrival meter
     needs_link_facts = False
     sends_from = "sender"
     resolves_own_address = False

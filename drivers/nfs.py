@@ -197,7 +197,7 @@ class Nfs:
     executables = ("ganesha.nfsd", "nfs-cp", "nfs-ls")   # ganesha on receivers, libnfs-utils on senders
     shared_servers = False
     sets_cca = False    # nfs-cp has no CCA option: the trial's ccashim sets it on every TCP socket
-    rate_from_sockets = True    # per copy figures spread over time are approximate; tcp_info is not
+    counts_arrivals = False     # per copy figures spread over time are approximate; tcp_info is not
     needs_link_facts = False
     sends_from = "sender"
     resolves_own_address = False

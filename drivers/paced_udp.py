@@ -192,7 +192,7 @@ class PacedUdp:
     name = "paced-udp"
     shared_servers = False
     sets_cca = True                # UDP: no congestion control to set
-    rate_from_sockets = False      # the receiver's own per-second counts
+    counts_arrivals = False        # its receiver reads in user space: the arrival meter counts
     needs_link_facts = False
     sends_from = "sender"
     resolves_own_address = False

@@ -82,7 +82,8 @@ class Tool(Protocol):
     executables: tuple[str, ...]    # needed on both hosts (preflight and `longhaul check` look)
     shared_servers: bool
     sets_cca: bool                  # False: the trial gives its TCP sockets the CCA (drivers/ccashim.py)
-    rate_from_sockets: bool         # True: per-second figures from the sender's tcp_info (bytes acked)
+    counts_arrivals: bool           # True: its receiver is a kernel counter of what arrived (ifrate), whose
+                                    # seconds are kept; else the trial measures arrivals (appliance/run/trial.py)
     needs_link_facts: bool          # True: options carry the lab's iface/MAC/addresses (layer-2 tools)
     sends_from: str                 # "sender": the pair's S host; "generator": the lab's traffic
                                     # generator (TRex), which only some labs have (Backend.has_generator)

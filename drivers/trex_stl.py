@@ -370,7 +370,7 @@ class TrexStl:
     executables = ("python3",)
     shared_servers = False
     sets_cca = True             # UDP only: no TCP socket for the trial's CCA shim to touch
-    rate_from_sockets = False   # per-second figures from the receiver's ifrate meter
+    counts_arrivals = True      # its receiver is the ifrate meter: kernel counters
     needs_link_facts = True
     sends_from = "generator"    # the inventory's generator host: its TRex tree and DPDK ports
     resolves_own_address = False

@@ -167,7 +167,7 @@ class Udt:
     name = "udt"
     shared_servers = False
     sets_cca = True                # no TCP socket: the trial's CCA shim has nothing to set
-    rate_from_sockets = False      # the receiver's own per-second counts
+    counts_arrivals = False        # its receiver reads in user space: the arrival meter counts
     needs_link_facts = False
     sends_from = "sender"
     resolves_own_address = False

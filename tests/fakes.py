@@ -30,6 +30,7 @@ from longhaul.collectors.live.rtt_probe import _BURST_LOOP_SH
 from longhaul.collectors.live.shaper_meter import _LOOP_SH as SHAPER_LOOP_SH
 from longhaul.core.model import Strict
 from longhaul.drivers.agents import dpdk_port
+from longhaul.drivers.agents.port_meter import COMMENT as ARRIVALS_COMMENT
 from longhaul.drivers.agents.replay_leg import MODULE as LEG_AGENT
 from longhaul.drivers.agents.replay_leg import PORT as LEG_PORT
 from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
@@ -62,6 +63,7 @@ class FakePath:
     generator_mbps: float = 40.0      # what TRex sends and the receiver's meter counts, per second
     dpdk_port: bool = False           # the senders have a DPDK port in the inventory (pair facts' pci)
     port_kept: bool = False           # giving that port back fails (dpdk_port restore exits 1)
+    arrival_mbps: float = 8.0         # UDP payload the receivers' arrival meter counts per flow, per second
 
 
 class FakeProcess:
@@ -205,6 +207,10 @@ class FakeLab:
             return 0.0, self._leg_events(json.loads(self.files[argv[-1]]))
         if (argv[0] == "iperf3" and "-s" in argv) or "globus-gridftp-server" in argv:
             return math.inf, ""
+        if "longhaul.drivers.agents.port_meter" in argv:
+            if "--remove" in argv:
+                return 0.0, ""
+            return math.inf, self._arrivals([int(p) for p in argv[argv.index("--ports") + 1].split(",")])
         if "longhaul.drivers.agents.ifrate" in argv:
             return math.inf, self._meter_lines()
         if TREX_RUNNER in argv:
@@ -220,6 +226,18 @@ class FakeLab:
         lines = [{"event": "ready"}] + [{"t": float(k), "seconds": 1.0, "bytes": per_s, "packets": per_s // 1514}
                                         for k in range(1, seconds + 1)]
         lines.append({"event": "end", "bytes": per_s * seconds, "packets": per_s // 1514 * seconds})
+        return "".join(json.dumps(x) + "\n" for x in lines)
+
+    def _arrivals(self, ports: list[int], seconds: int = 8) -> str:
+        """port_meter's JSON lines: its header, then 10 Hz ticks on the wall clock in which the first
+        port of each flow counts path.arrival_mbps of 1000-byte datagrams from the meter's start."""
+        packets = int(self.path.arrival_mbps * 1e6 / 8 / 10 / 1000)      # per tick
+        t0, lines = time.time(), [{"ports": ports, "source": "iptables", "rules": ARRIVALS_COMMENT}]
+        for k in range(seconds * 10 + 1):
+            n = packets * k
+            lines.append({"t": round(t0 + k * 0.1, 4),
+                          "c": {str(p): [n * 1028, n] if (p - BASE_PORT) % PORTS_PER_FLOW == 0 else [0, 0]
+                                for p in ports}})
         return "".join(json.dumps(x) + "\n" for x in lines)
 
     def _trex_lines(self, args: dict, seconds: int = 3) -> str:

@@ -68,7 +68,7 @@ class ToyTool:
     executables = ("toy-send", "toy-recv")
     shared_servers = False
     sets_cca = True
-    rate_from_sockets = False
+    counts_arrivals = False
     needs_link_facts = False
     sends_from = "sender"
     resolves_own_address = False

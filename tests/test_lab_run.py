@@ -5,16 +5,26 @@ Tolerances are for this 2-core VM, whose timers wake late under load (see bench/
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from lab_support import our_namespaces, our_netns_etc, requires_lab, write_lab_config
+from rich.console import Console
+
+from longhaul.appliance.cli.progress import Progress
+from longhaul.appliance.config.load import load_config
+from longhaul.appliance.run.runner import Runner
+from longhaul.hardware.backends.netns import features
+from longhaul.hardware.backends.netns import lab as netns_lab
 
 pytestmark = [pytest.mark.lab, requires_lab]
 
@@ -205,3 +215,130 @@ def test_sigint_during_a_cell_leaves_nothing_and_keeps_results(tmp_path):
     manifest = json.loads((summary_path.parent / "manifest.json").read_text())
     assert len(manifest["resumed"]) == 1 and manifest["status"] == "complete"
     assert our_namespaces() == []
+
+
+EVERY_SOURCE = """
+[profile]
+description = "per-second figures from what arrived"
+repeats = 1
+
+[topology]
+pairs = 2
+access_rate_mbps = 1000
+bottleneck_rate_mbps = 200
+rtt_ms = 20
+queue = "1MB"
+
+[[flows]]
+name = "fg"
+role = "foreground"
+cca = "cubic"
+duration_s = 10
+
+[[flows]]
+name = "bg"
+role = "background"
+pair = 2
+cca = "cubic"
+start_s = 2
+duration_s = 8
+
+[[scenarios]]
+name = "tcp"
+
+[[scenarios]]
+name = "udt"
+set = { "flows.fg.tool" = "udt" }
+
+[[scenarios]]
+name = "udp"
+set = { "flows.fg.protocol" = "udp", "flows.fg.udp_rate_mbps" = 150, "flows.bg.tool" = "paced-udp", "flows.bg.udp_rate_mbps" = 100 }
+"""
+
+
+def test_no_stored_second_exceeds_what_the_bottleneck_can_pass(tmp_path):
+    """iperf3 (TCP and UDP), UDT and paced UDP, shared: every stored second is what arrived (their
+    own receivers, read late on this busy machine, stored up to 1.4x the ceiling) and the flows'
+    seconds together stay within 3 % of the bottleneck's payload ceiling."""
+    from longhaul.drivers.udt import helper_path as udt_helper
+    if not udt_helper().exists():
+        pytest.skip("longhaul-udtperf not built (make setup builds it)")
+    config = write_lab_config(tmp_path, EVERY_SOURCE, verify="enabled = false")   # the tools, not the lab
+    res = longhaul("run", "--config", str(config), cwd=tmp_path, timeout=400)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run_dir = Path(res.stdout.strip().splitlines()[-1])
+    cells = {c["scenario"]: c for c in json.loads((run_dir / "summary.json").read_text())["cells"]}
+    assert sorted(cells) == ["tcp", "udp", "udt"]
+    ceiling = 200 * 1448 / 1514
+    for name, cell in cells.items():
+        (trial,) = cell["trials"]
+        assert trial["status"] == "ok", (name, trial["error"])
+        per_second: dict[int, float] = {}
+        for line in (run_dir / "cells" / cell["id"] / "trial-1" / "throughput.csv").read_text().splitlines()[1:]:
+            t_s, _, stream, value = line.split(",")
+            if stream == "all" and abs(float(t_s) - round(float(t_s))) < 0.02:
+                per_second[round(float(t_s))] = per_second.get(round(float(t_s)), 0.0) + float(value)
+        print(name, {t: round(v, 1) for t, v in sorted(per_second.items())})
+        assert len(per_second) >= 9, (name, per_second)
+        assert max(per_second.values()) <= ceiling * 1.03, (name, per_second)
+        assert trial["collector"]["seconds_above_ceiling"] == 0
+        busy = sorted(per_second.values())[len(per_second) // 2]
+        assert busy >= 0.6 * ceiling, (name, per_second)          # the bottleneck was in use
+    assert cells["udp"]["trials"][0]["collector"]["arrival_samples"] > 100       # the receivers' counters
+    assert our_namespaces() == []
+
+
+WRONGABLE = """
+[profile]
+description = "a lab that may be built wrong"
+repeats = 1
+[topology]
+pairs = 1
+access_rate_mbps = 1000
+bottleneck_rate_mbps = 100
+rtt_ms = 40
+queue = "1bdp"
+[[flows]]
+name = "fg"
+role = "foreground"
+cca = "cubic"
+duration_s = 3
+"""
+
+
+def _refused(tmp_path: Path) -> str:
+    """Run WRONGABLE in this process (so a test can change how the lab is built) with one
+    verification attempt; the cell must be refused before any trial: its error."""
+    config = load_config(write_lab_config(tmp_path, WRONGABLE, verify="attempts = 1"))
+    store = Runner(config, Progress(Console(file=io.StringIO()), live=False)).run()
+    (cell,) = store.cells
+    assert cell.status == "refused" and cell.trials == [], (cell.status, cell.error)
+    assert our_namespaces() == [] and our_netns_etc() == []
+    return cell.error
+
+
+def test_verification_refuses_a_lab_whose_shaper_is_at_the_wrong_rate(tmp_path, monkeypatch):
+    right = netns_lab.bottleneck_shapes
+
+    def slow(topo, settings):       # the routers shape to 80 of the configured 100 Mb/s
+        return [(replace(shape, rate_mbps=shape.rate_mbps * 0.8), host) for shape, host in right(topo, settings)]
+
+    monkeypatch.setattr(netns_lab, "bottleneck_shapes", slow)
+    error = _refused(tmp_path)
+    measured = re.search(r"bottleneck rate ([\d.]+) Mb/s vs configured 100 Mb/s", error)
+    assert measured and 76 <= float(measured.group(1)) <= 84, error      # what the shaper really passed
+
+
+@pytest.mark.skipif(features.detect().netem, reason="this kernel has netem: the lab has no delay line to stop")
+def test_verification_refuses_a_lab_whose_delay_line_stopped(tmp_path, monkeypatch):
+    build = netns_lab.NetnsLab.build
+
+    def stopped(self):              # built right, then its delay lines stop
+        build(self)
+        assert self.delaylines
+        for proc in self.delaylines:
+            proc.stop()
+
+    monkeypatch.setattr(netns_lab.NetnsLab, "build", stopped)
+    error = _refused(tmp_path)
+    assert "idle RTT" in error or "no ping reply" in error, error

@@ -223,3 +223,13 @@ def test_backlogged_rate_counts_a_busy_small_queue_through_overlimits():
     assert backlogged_rate(samples) == pytest.approx(500.0, rel=1e-6)
     idle = [(t / 5, int(RATE * t / 5), 0, 7) for t in range(12)]
     assert backlogged_rate(idle) is None
+
+
+def test_the_payload_ceiling_and_the_seconds_above_it():
+    from longhaul.collectors.metrics import payload_ceiling_mbps, seconds_above
+    assert payload_ceiling_mbps(500, 1500) == pytest.approx(500 * 1448 / 1514)
+    rows = [[1.0, "fg", "all", 300.0], [1.0, "fg", "0", 300.0], [1.0, "bg", "all", 200.0],   # 500 together
+            [2.0, "fg", "all", 480.0], [2.4, "fg", "all", 900.0],     # a burst's short last interval
+            [3.0, "fg", "all", 200.0]]
+    assert seconds_above(rows, payload_ceiling_mbps(500, 1500)) == [(1, 500.0)]
+    assert seconds_above(rows, 500.0) == []

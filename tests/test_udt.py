@@ -82,7 +82,7 @@ def test_bad_option_values(value):
 def test_tool_server_and_client(monkeypatch):
     monkeypatch.setenv("LONGHAUL_UDTPERF", "/b/udtperf")
     tool = udt.Udt()
-    assert tool.name == "udt" and tool.shared_servers is False and tool.sets_cca and not tool.rate_from_sockets
+    assert tool.name == "udt" and tool.shared_servers is False and tool.sets_cca and not tool.counts_arrivals
     # the trial's own option keys (clients, file_bytes) are not UDT's and are left alone; a TCP cca
     # does not apply to UDT and is ignored
     s = spec(cca="cubic", options={"clients": None, "file_bytes": None, "fc": 8192})

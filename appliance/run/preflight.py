@@ -26,6 +26,9 @@ def needs_of(config: Config) -> LabNeeds:
                 cca = spec.cell.flow_cca(flow)
                 ccas += [cca] if flow.protocol == "tcp" and cca not in ccas else []
     executables = list(dict.fromkeys(exe for name in tools for exe in tool_for(name).executables))
+    if any(flow.protocol == "udp" and not tool_for(flow.tool).counts_arrivals
+           for profile in config.profiles for spec in profile.cells for flow in spec.cell.flows):
+        executables.append("iptables")         # the trial's arrival meter on the receivers (collectors/live/arrival_meter.py)
     if any(spec.cell.tuning.offloads for profile in config.profiles for spec in profile.cells):
         executables.append("ethtool")          # hardware/offloads.py sets them on every lab host
     resolving = tuple(name for name in tools if tool_for(name).resolves_own_address)

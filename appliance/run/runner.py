@@ -12,11 +12,13 @@ import logging
 import os
 import secrets
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from longhaul.appliance.config.load import Config
 from longhaul.appliance.config.profiles import CellSpec
 from longhaul.appliance.run.jobs import Job, PlannedCell, plan, schedule
+from longhaul.appliance.run.phases import Phases
 from longhaul.appliance.run.preflight import check_ccas, check_tools, needs_of
 from longhaul.appliance.run.trial import Chooser, run_trial
 from longhaul.appliance.run.verify import verify
@@ -66,6 +68,7 @@ class Runner:
         self._lab_cleanup: CleanupStack | None = None
         self._labs_built = 0
         self._verified_in: dict[str, int] = {}   # cell id -> the lab build it was verified in
+        self.phases = Phases()
 
     def run(self) -> FileRunWriter:
         config = self.config
@@ -80,7 +83,9 @@ class Runner:
         if influx is not None:             # a wrong URL or credential stops the run before any lab
             preflight(influx, config.influx_credential).close()
         self.out_root.mkdir(parents=True, exist_ok=True)
-        with signals_raise(), config.backend.session(config.lab, needs, ctx) as session:
+        with signals_raise(), ExitStack() as stack:
+            with self.phases("session"):
+                session = stack.enter_context(config.backend.session(config.lab, needs, ctx))
             if session.runs_tools_here:
                 check_tools(config, generator=generator)
             check_ccas(config, session.congestion_controls)
@@ -118,6 +123,7 @@ class Runner:
                     if failures:
                         log.error("teardown problems: %s", failures)
                 finally:
+                    store.update_manifest(phases=self.phases.as_dict())
                     store.finish(status)          # also when a signal is delivered after the teardown
         return store
 
@@ -162,7 +168,7 @@ class Runner:
             trial_dir = store.trial_dir(spec.id, job.trial)
             idle = entry.lab.measured_rtt_ms if entry.lab else None
             trial = run_trial(lab, spec, job.trial, trial_dir, idle, self.progress.tick,
-                              self.choosers(spec) if self.choosers else None)
+                              self.choosers(spec) if self.choosers else None, phases=self.phases)
             store.record_trial(entry, trial)
             self.progress.end_trial(trial.to_dict())
             if not trial.ok:
@@ -178,12 +184,13 @@ class Runner:
             return True
         if entry.lab and entry.lab.ok:
             pair = spec.cell.probe.pair
-            measured = idle_rtt(lab.executor(f"S{pair}"), lab.address(f"D{pair}"))
+            with self.phases("verify rtt"):
+                measured = idle_rtt(lab.executor(f"S{pair}"), lab.address(f"D{pair}"))
             tolerance = entry.lab.tolerance.rtt_ms
             if measured is not None and abs(measured - spec.cell.topology.rtt_ms) <= tolerance:
                 self._verified_in[spec.id] = self._labs_built
                 return True
-        verification = Verification.from_dict(verify(lab, spec, settings, store.cell_dir(spec.id)))
+        verification = Verification.from_dict(verify(lab, spec, settings, store.cell_dir(spec.id), self.phases))
         store.record_verification(entry, verification)
         self.progress.verified(verification.to_dict())
         if not verification.ok:
@@ -211,8 +218,10 @@ class Runner:
         self.progress.message(f"building lab {lab.topo.tag}: {topo.pairs} pair(s), {topo.bottleneck_rate_mbps:g} Mb/s, "
                               f"{topo.rtt_ms:g} ms, queue {topo.queue_bytes} B, delay by {self._session.features.delay}")
         self._lab, self._lab_key = lab, lab_key(spec)
-        lab.build()
-        self._take_fingerprint(lab, store, workdir.name)
+        with self.phases("lab build"):
+            lab.build()
+        with self.phases("fingerprint"):
+            self._take_fingerprint(lab, store, workdir.name)
         self._start_telegraf(lab, store, workdir)
         return lab
 
@@ -243,7 +252,8 @@ class Runner:
 
     def _teardown_lab(self) -> None:
         if self._lab_cleanup is not None:
-            failures = self._lab_cleanup.close()
+            with self.phases("lab teardown"):
+                failures = self._lab_cleanup.close()
             if failures:                   # the hosts may not be as found: say so loudly
                 log.error("lab teardown problems: %s", "; ".join(map(str, failures)))
         self._lab, self._lab_key, self._lab_cleanup = None, None, None

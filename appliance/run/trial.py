@@ -23,11 +23,13 @@ from typing import Protocol
 
 from longhaul.appliance.config.profiles import CellSpec
 from longhaul.appliance.config.schema import Flow
-from longhaul.collectors.live import acked_rate
+from longhaul.appliance.run.phases import Phases
+from longhaul.collectors.live import acked_rate, arrivals
+from longhaul.collectors.live.arrival_meter import ArrivalMeter
 from longhaul.collectors.live.host_cpu import StealMeter
 from longhaul.collectors.live.rtt_probe import RttProbe, RttSample
 from longhaul.collectors.live.socket_sampler import SocketSampler, control_sockets
-from longhaul.collectors.metrics import jain, mbps, rtt_stats
+from longhaul.collectors.metrics import jain, mbps, payload_ceiling_mbps, rtt_stats, seconds_above
 from longhaul.collectors.store.format import (
     DECISIONS_COLUMNS,
     DECISIONS_CSV,
@@ -137,12 +139,57 @@ def burst_spec(run: FlowRun, burst: Burst, cell, workdir: Path, facts: dict, rec
 
 
 def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: float | None,
-              on_tick=None, choosers: dict[str, Chooser] | None = None) -> TrialSummary:
+              on_tick=None, choosers: dict[str, Chooser] | None = None, *, phases: Phases) -> TrialSummary:
+    """phases: where the trial's time goes (the runner's, for the manifest)."""
+    with phases("trial set-up"):
+        ready = _set_up(lab, spec, trial_dir, idle_rtt_ms, choosers or {})
+    runs, raw, undo, shared, meter, offset = ready
+    cell = spec.cell
+    probe = RttProbe(lab.executor(f"S{cell.probe.pair}"), lab.address(f"D{cell.probe.pair}"), cell.probe.mode,
+                     cell.probe.interval_ms, raw / "fping.txt")
+    senders = {f"S{r.flow.pair}": lab.executor(f"S{r.flow.pair}") for r in runs if r.flow.protocol == "tcp"}
+    sampler = SocketSampler(senders, {port: r.flow.name for r in runs for port in r.ports}, raw)
+    started_wall = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    trial_errors: list[str] = []
+    t0 = time.monotonic() + offset
+    with StealMeter() as steal:
+        probe.start(t0)
+        sampler.start(t0)
+        try:
+            with phases("flows"):
+                _drive(lab, runs, t0, on_tick, probe, sampler, cell.probe.duration_s or 0.0)
+        except (TimeoutError, RuntimeError) as exc:  # this trial failed; the run goes on with the next one
+            trial_errors.append(str(exc))
+        finally:
+            wind_down = time.monotonic()
+            sampler.stop()
+            meter.stop(t0)
+            trial_errors += meter.errors
+            probe.stop()
+            for run in runs:
+                for launch in run.launches:
+                    if launch.proc:
+                        launch.proc.stop()
+                    if launch.server:
+                        _stop_server(lab, run, launch.server, launch.server_spec)
+            for server in shared:
+                server.stop()
+            trial_errors += _undo(undo)     # a port not given back, or a file left: the trial says so
+    duration = time.monotonic() - t0
+    summary = _summarise(spec, runs, trial_no, trial_dir, probe, sampler, meter, idle_rtt_ms, started_wall, duration,
+                         trial_errors)
+    summary.host_cpu_steal_pct = steal.percent
+    phases.add("trial wind-down", time.monotonic() - wind_down)
+    return summary
+
+
+def _set_up(lab, spec: CellSpec, trial_dir: Path, idle_rtt_ms: float | None, choosers: dict[str, Chooser]):
+    """Everything before the trial's clock: bursts planned, sources prepared, shared receivers and
+    the arrival meter up. (runs, raw dir, undo steps, shared servers, meter, clock offset)."""
     cell = spec.cell
     raw = trial_dir / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     rtt_for_lead = idle_rtt_ms if idle_rtt_ms is not None else cell.topology.rtt_ms
-    choosers = choosers or {}
     runs = [FlowRun(f, cell.flow_cca(f), BASE_PORT + PORTS_PER_FLOW * i, tool_for(f.tool), chooser=choosers.get(f.name))
             for i, f in enumerate(cell.flows)]
     for run in runs:
@@ -155,46 +202,45 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
             run.launches.append(Launch(b, b.start_s - lead, raw / f"{run.flow.name}-b{b.index}.out",
                                        burst_spec(run, b, cell, work, facts, lab.address(f"D{run.flow.pair}"))))
     undo = _prepare(lab, runs)
+    meter = _arrival_meter(lab, runs, raw)
     try:
         shared = [_start_server(lab, run, run.launches[0].spec, port, raw / f"{run.flow.name}-server-{port}.json")
                   for run in runs if run.tool.shared_servers for port in run.ports]
-    except BaseException:       # started servers are the run's to stop; prepared files are ours
+        meter.start()
+    except BaseException:       # started servers and meters are the run's to stop; prepared files are ours
         _undo(undo)
         raise
     first = min((l.launch_at - (0 if r.tool.shared_servers else SERVER_LEAD_S) for r in runs for l in r.launches),
                 default=0.0)
     offset = max(0.0, -first)
-    probe = RttProbe(lab.executor(f"S{cell.probe.pair}"), lab.address(f"D{cell.probe.pair}"), cell.probe.mode,
-                     cell.probe.interval_ms, raw / "fping.txt")
-    senders = {f"S{r.flow.pair}": lab.executor(f"S{r.flow.pair}") for r in runs if r.flow.protocol == "tcp"}
-    sampler = SocketSampler(senders, {port: r.flow.name for r in runs for port in r.ports}, raw)
-    started_wall = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    trial_errors: list[str] = []
-    t0 = time.monotonic() + offset
-    with StealMeter() as steal:
-        probe.start(t0)
-        sampler.start(t0)
-        try:
-            _drive(lab, runs, t0, on_tick, probe, sampler, cell.probe.duration_s or 0.0)
-        except (TimeoutError, RuntimeError) as exc:  # this trial failed; the run goes on with the next one
-            trial_errors.append(str(exc))
-        finally:
-            sampler.stop()
-            probe.stop()
-            for run in runs:
-                for launch in run.launches:
-                    if launch.proc:
-                        launch.proc.stop()
-                    if launch.server:
-                        _stop_server(lab, run, launch.server, launch.server_spec)
-            for server in shared:
-                server.stop()
-            trial_errors += _undo(undo)     # a port not given back, or a file left: the trial says so
-    duration = time.monotonic() - t0
-    summary = _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started_wall, duration,
-                         trial_errors)
-    summary.host_cpu_steal_pct = steal.percent
-    return summary
+    return runs, raw, undo, shared, meter, offset
+
+
+def _arrival_meter(lab, runs: list[FlowRun], raw: Path) -> ArrivalMeter:
+    """A kernel counter on each receiver for the UDP flows whose tool does not count arrivals itself."""
+    ports: dict[str, list[int]] = {}
+    for run in runs:
+        if run.flow.protocol == "udp" and not run.tool.counts_arrivals:
+            ports.setdefault(f"D{run.flow.pair}", []).extend(run.ports)
+    return ArrivalMeter({host: lab.executor(host) for host in ports}, ports, raw)
+
+
+def _tcp_arrivals(launch: Launch, sampler, meter) -> list:
+    return acked_rate.per_second(sampler.samples, launch.spec.port, launch.burst.start_s)
+
+
+def _udp_arrivals(launch: Launch, sampler, meter) -> list:
+    # what a port counts once its burst is over (planned and its client ended, plus the path's
+    # delay) is not this burst's
+    ends = [t for t in (launch.exited_s, launch.burst.stop_s) if t is not None]
+    until = max(ends) + ARRIVAL_TAIL_S if ends else None
+    return arrivals.counted(meter.series.get(launch.spec.port, []), launch.burst.start_s, until)
+
+
+# A burst's per-second figures, by protocol, from what arrived (collectors/live/arrivals.py): the
+# tool's own per-second view stays in its raw output
+ARRIVALS = {"tcp": _tcp_arrivals, "udp": _udp_arrivals}
+ARRIVAL_TAIL_S = 1.0
 
 
 def _sender(run: FlowRun) -> str:
@@ -351,7 +397,7 @@ def _throughput_rows(name: str, launch: Launch) -> list[list]:
     return rows
 
 
-def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, started, duration,
+def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, meter, idle_rtt_ms, started, duration,
                trial_errors: list[str]) -> TrialSummary:
     throughput_rows, event_rows = [], []
     for run in runs:
@@ -361,14 +407,19 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, sta
             error = _read_result(run, launch)
             if error:
                 run.errors.append(error)
-            if launch.result is not None and run.tool.rate_from_sockets:
-                launch.result.sender_intervals = launch.result.receiver_intervals
-                launch.result.receiver_intervals = acked_rate.per_second(sampler.samples, launch.spec.port,
-                                                                         launch.burst.start_s)
+            if launch.result is not None and not run.tool.counts_arrivals:
+                launch.result.receiver_intervals = ARRIVALS[run.flow.protocol](launch, sampler, meter)
+                launch.result.sender_intervals = []
+            if launch.result is not None and run.flow.protocol == "tcp" and launch.result.retransmits is None:
                 launch.result.retransmits = acked_rate.retransmits(sampler.samples, launch.spec.port,
                                                                    launch.burst.start_s)
             if launch.result is not None:
                 throughput_rows += _throughput_rows(run.flow.name, launch)
+    topology = spec.cell.topology
+    above = seconds_above(throughput_rows, payload_ceiling_mbps(topology.bottleneck_rate_mbps, topology.mtu))
+    if above:       # a measurement or lab fault, never a result (docs/results-format.md)
+        log.warning("trial %d of %s: %d seconds above the bottleneck's payload ceiling, worst %.1f Mb/s at %d s",
+                    trial_no, spec.id, len(above), max(v for _, v in above), max(above, key=lambda a: a[1])[0])
     flows = [{**_flow_summary(run), "observed_cca": _observed_cca(sampler.samples, run.flow.name)} for run in runs]
     ctrl = control_sockets(sampler.samples)
     tcp_rows = [s.row() for s in sampler.samples if (s.sock.src, s.sock.sport) not in ctrl]
@@ -388,7 +439,8 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, idle_rtt_ms, sta
         "jain": jain(f["mean_mbps"] for f in flows) if not errors else None,
         "rtt": rtt_stats((s.rtt_ms for s in probe.samples), idle_rtt_ms),
         "collector": {"socket_samples": len(sampler.samples), "sampler_ticks": sampler.ticks,
-                      "rtt_rounds": len(probe.samples)},
+                      "rtt_rounds": len(probe.samples), "arrival_samples": sum(map(len, meter.series.values())),
+                      "seconds_above_ceiling": len(above)},
     })
 
 

@@ -17,11 +17,12 @@ from pathlib import Path
 
 from longhaul.appliance.config.load import VerifySection
 from longhaul.appliance.config.profiles import CellSpec
+from longhaul.appliance.run.phases import Phases
 from longhaul.collectors.live.host_cpu import StealMeter
 from longhaul.collectors.live.shaper_meter import ShaperMeter, backlogged_rate
 from longhaul.collectors.store.format import CALIBRATION_LABEL
 from longhaul.drivers import iperf3
-from longhaul.hardware.executors.process import wait_until
+from longhaul.hardware.executors.process import CommandError, wait_until
 from longhaul.hardware.path_rtt import idle_rtt
 
 PORT = 5299
@@ -43,7 +44,7 @@ def ramp_s(rtt_ms: float) -> float:
     return max(1.0, 12 * rtt_ms / 1000.0)
 
 
-def verify(lab, spec: CellSpec, settings: VerifySection, out_dir: Path) -> dict:
+def verify(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, phases: Phases) -> dict:
     """Measure, and measure again up to `attempts` times after a growing pause: a busy or stalled
     host (this VM's timers at times fire 100 ms late) can starve the shaper and the delay line for
     a while, and one unlucky probe should not refuse a lab that is right."""
@@ -51,30 +52,39 @@ def verify(lab, spec: CellSpec, settings: VerifySection, out_dir: Path) -> dict:
     for attempt in range(1, settings.attempts + 1):
         if attempt > 1:
             time.sleep(settings.retry_pause_s * (attempt - 1))
-        result = verify_once(lab, spec, settings, out_dir)
+        result = verify_once(lab, spec, settings, out_dir, phases)
         result["attempt"] = attempt
         if result["ok"]:
             break
     return result
 
 
-def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path) -> dict:
+def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, phases: Phases) -> dict:
     topo = spec.cell.topology
     pair = spec.cell.probe.pair
-    with StealMeter() as steal:
-        measured_rtt = idle_rtt(lab.executor(f"S{pair}"), lab.address(f"D{pair}"))
-        streams = probe_streams(topo.bdp_bytes)
-        measured_rate, goodput = measure_rate(lab, topo.rtt_ms, settings.rate_probe_s, out_dir, streams)
-    rtt_tol = max(settings.rtt_tolerance_ms, topo.rtt_ms * settings.rtt_tolerance_pct / 100)
     problems = []
-    if measured_rtt is None:
-        problems.append("no ping reply across the bottleneck")
-    elif abs(measured_rtt - topo.rtt_ms) > rtt_tol:
+    measured_rate = goodput = None
+    probed = False
+    streams = probe_streams(topo.bdp_bytes)
+    with StealMeter() as steal:
+        with phases("verify rtt"):
+            measured_rtt = idle_rtt(lab.executor(f"S{pair}"), lab.address(f"D{pair}"))
+        if measured_rtt is None:        # nothing crosses: a rate probe would only wait for its timeout
+            problems.append("no ping reply across the bottleneck (no rate probe)")
+        else:
+            try:
+                with phases("verify rate"):
+                    measured_rate, goodput = measure_rate(lab, topo.rtt_ms, settings.rate_probe_s, out_dir, streams)
+                probed = True
+            except CommandError as exc:  # a path that passes pings but not a transfer: the lab is wrong
+                problems.append(f"the rate probe failed: {exc}")
+    rtt_tol = max(settings.rtt_tolerance_ms, topo.rtt_ms * settings.rtt_tolerance_pct / 100)
+    if measured_rtt is not None and abs(measured_rtt - topo.rtt_ms) > rtt_tol:
         problems.append(f"idle RTT {measured_rtt:.1f} ms vs configured {topo.rtt_ms:g} ms (tolerance {rtt_tol:.1f} ms)")
     rate_tol = topo.bottleneck_rate_mbps * settings.rate_tolerance_pct / 100
     # a calibration cell measures what the host carries unshaped: its rate is a result, not a setting
     calibration = bool(spec.labels.get(CALIBRATION_LABEL))
-    if measured_rate is None and not calibration:
+    if probed and measured_rate is None and not calibration:
         problems.append("the rate probe never kept a queue at the bottleneck for a whole second")
     elif measured_rate is not None and not calibration and abs(measured_rate - topo.bottleneck_rate_mbps) > rate_tol:
         problems.append(f"bottleneck rate {measured_rate:.1f} Mb/s vs configured {topo.bottleneck_rate_mbps:g} Mb/s "

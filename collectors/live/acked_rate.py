@@ -1,48 +1,40 @@
-"""Per-second throughput of a burst from the sender's tcp_info samples, for tools whose own
-progress reports are coarse (globus-url-copy: one line per 5 s performance marker).
+"""Per-second throughput of a TCP burst from the sender's tcp_info samples, for every TCP tool:
+a tool's own figure is what its receiver read (iperf3's server, a delayed reader, stored 610 Mb/s
+through a 500 Mb/s shaper) or coarse (globus-url-copy: one performance marker per 5 s).
 
 What the receiver got by a sample's time is what it acknowledged: bytes_acked (cumulative) plus
 the segments it holds out of order, SACKed (tcpi_sacked x mss). bytes_acked alone hands a loss
 recovery's SACKed data to the second whose cumulative ACK covers it, after the wire carried it
 (a 10 Mb/s link read 10.6 Mb/s in the second a recovery ended). So this is a receiver-side view at
-the 10 Hz sampling resolution: each second's figure is the growth of every socket's delivered bytes
-between the second's two boundaries, read between the samples either side of each boundary by
-linear interpolation. A probe that stalls (a busy host, a VM under emulation: 0.3-0.6 s gaps were
+the sampling resolution, binned by arrivals.bins. A probe that stalls (a busy host, a VM under emulation: 0.3-0.6 s gaps were
 seen) otherwise hands the whole gap's bytes to the second of the sample after it, and a 10 Mb/s
 link read 7.5 then 11.8 Mb/s in two seconds that carried 9.6 each.
 """
 
 from __future__ import annotations
 
-import bisect
-import math
 from collections import defaultdict
 
+from longhaul.collectors.live.arrivals import bins
 from longhaul.drivers.result import Interval
+
+# iperf3 and GridFTP keep a control connection to the data's port: a few hundred bytes
+CONTROL_BYTES = 65536
 
 
 def per_second(samples, port: int, start_s: float) -> list[Interval]:
-    """Intervals (end_s relative to start_s) of the sockets to destination `port`; samples are
+    """Intervals (end_s relative to start_s) of the data sockets to destination `port` (a socket
+    that never delivered CONTROL_BYTES is a tool's control connection, not a stream); samples are
     collectors.socket_sampler.Sample with t_s on the trial's clock."""
     series: dict[tuple[str, int], list[tuple[float, int]]] = defaultdict(list)
     for sample in samples:
         sock = sample.sock
         if sock.dport == port and sock.bytes_acked is not None and sample.t_s >= start_s:
             series[(sock.src, sock.sport)].append((sample.t_s - start_s, delivered(sock)))
-    if not series:
+    data = {key: points for key, points in series.items() if max(v for _, v in points) >= CONTROL_BYTES}
+    if not data:
         return []
-    socks = sorted(series)
-    end = max(points[-1][0] for points in series.values())
-    bounds = [float(k) for k in range(1, math.floor(end) + 1)]
-    if not bounds or end - bounds[-1] > 1e-6:
-        bounds.append(end)
-    out, previous, last_bound = [], {key: 0 for key in socks}, 0.0
-    for bound in bounds:
-        current = {key: round(_at(series[key], bound)) for key in socks}
-        streams = [max(0, current[key] - previous[key]) for key in socks]
-        out.append(Interval(round(bound, 3), round(bound - last_bound, 3), sum(streams), streams))
-        previous, last_bound = current, bound
-    return out
+    return bins(data, max(points[-1][0] for points in data.values()))
 
 
 def delivered(sock) -> int:
@@ -59,15 +51,3 @@ def retransmits(samples, port: int, start_s: float) -> int | None:
         if sock.dport == port and sample.t_s >= start_s and sock.retrans_total is not None:
             last[(sock.src, sock.sport)] = sock.retrans_total
     return sum(last.values()) if last else None
-
-
-def _at(points: list[tuple[float, int]], t: float) -> float:
-    """Delivered bytes at t (points are in time order): 0 before the socket's first sample, its last
-    value after its last, and between two samples the straight line through them."""
-    k = bisect.bisect_right(points, t + 1e-9, key=lambda p: p[0])
-    if k == 0:
-        return 0
-    if k == len(points):
-        return points[-1][1]
-    (t1, a1), (t2, a2) = points[k - 1], points[k]
-    return a1 + (a2 - a1) * (t - t1) / (t2 - t1)

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from longhaul.collectors.live.acked_rate import CONTROL_BYTES
 from longhaul.collectors.store.format import TCPINFO_COLUMNS
 from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
 from longhaul.drivers.ss import Socket
@@ -160,9 +161,9 @@ class SocketSampler:
 
 def control_sockets(samples: list[Sample]) -> set[tuple[str, int]]:
     """iperf3 keeps a control connection to the same port as its data; it carries a few hundred
-    bytes, so any socket that never had 64 KB acknowledged is taken for control."""
+    bytes, so any socket that never had CONTROL_BYTES acknowledged is taken for control."""
     acked: dict[tuple[str, int], int] = {}
     for sample in samples:
         key = (sample.sock.src, sample.sock.sport)
         acked[key] = max(acked.get(key, 0), sample.sock.bytes_acked or 0)
-    return {key for key, value in acked.items() if value < 65536}
+    return {key for key, value in acked.items() if value < CONTROL_BYTES}

@@ -197,6 +197,9 @@ class CollectorCounts(Record):
     socket_samples: int | None = None
     sampler_ticks: int | None = None
     rtt_rounds: int | None = None
+    # since the arrival meter (left out of older runs' documents)
+    arrival_samples: int | None = field(default=None, metadata=OMIT_NONE)      # its samples, over its ports
+    seconds_above_ceiling: int | None = field(default=None, metadata=OMIT_NONE)   # above the payload ceiling
 
 
 @dataclass(kw_only=True)
