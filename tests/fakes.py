@@ -26,6 +26,7 @@ import pytest
 from lab_support import write_lab_config
 
 from longhaul.appliance.run.trial import BASE_PORT, PORTS_PER_FLOW
+from longhaul.appliance.run.verify import PORT as VERIFY_PORT
 from longhaul.collectors.live.rtt_probe import _BURST_LOOP_SH
 from longhaul.collectors.live.shaper_meter import _LOOP_SH as SHAPER_LOOP_SH
 from longhaul.core.model import Strict
@@ -44,6 +45,7 @@ from longhaul.hardware.topology import dumbbell
 
 DATA = Path(__file__).parent / "data"
 IPERF3_TCP = DATA / "iperf3_tcp_p2.json"   # 2 streams, 6 s: 302536432 bytes received in 6.00012 s
+IPERF3_SERVER = DATA / "iperf3_server_interrupted.json"    # a server's report of a client stopped by SIGINT
 TESTPMD = DATA / "dpdk" / "testpmd_timeout.txt"
 DPDK_PORT_AGENT = dpdk_port.__name__
 NAME = "fake"
@@ -205,6 +207,8 @@ class FakeLab:
             return math.inf, self._tcpinfo(host, ports)
         if LEG_AGENT in argv:
             return 0.0, self._leg_events(json.loads(self.files[argv[-1]]))
+        if argv[0] == "iperf3" and "-s" in argv and argv[argv.index("-p") + 1] == str(VERIFY_PORT):
+            return math.inf, IPERF3_SERVER.read_text()    # its report of the probe, once the client ended
         if (argv[0] == "iperf3" and "-s" in argv) or "globus-gridftp-server" in argv:
             return math.inf, ""
         if "longhaul.drivers.agents.port_meter" in argv:

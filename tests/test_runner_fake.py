@@ -85,6 +85,7 @@ def test_trial_numbers_come_from_the_tools_output(tmp_path, monkeypatch):
     assert cell.stats.flows["fg"].n == 2 and cell.stats.flows["fg"].std_mbps == pytest.approx(0.0)
     assert cell.jain == pytest.approx(1.0)
     assert cell.lab.rate_mbps.measured == pytest.approx(100.0, rel=1e-3)
+    assert cell.lab.rate_mbps.goodput == pytest.approx(99.6, abs=0.1)     # the server's report, after its 1st second
     assert cell.lab.rtt_ms.measured == pytest.approx(20.5)
 
     trial_dir = store.trial_dir(cell.id, 1)

@@ -50,7 +50,7 @@ class VerifySection(Strict):
     rtt_tolerance_ms: float = Field(2.0, ge=0)
     rtt_tolerance_pct: float = Field(3.0, ge=0)
     rate_tolerance_pct: float = Field(5.0, ge=0)
-    rate_probe_s: float = Field(3.0, gt=0, le=60)
+    rate_probe_s: float = Field(2.0, gt=0, le=60)     # seconds of a saturated shaper to read its rate over
     attempts: int = Field(3, ge=1, le=10)
     retry_pause_s: float = Field(10.0, ge=0, le=600)
     enabled: bool = True

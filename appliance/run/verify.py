@@ -11,6 +11,7 @@ cheaply, so the probe does not measure the delay line's packet rate instead of t
 from __future__ import annotations
 
 import math
+import signal
 import statistics
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from longhaul.appliance.config.load import VerifySection
 from longhaul.appliance.config.profiles import CellSpec
 from longhaul.appliance.run.phases import Phases
 from longhaul.collectors.live.host_cpu import StealMeter
-from longhaul.collectors.live.shaper_meter import ShaperMeter, backlogged_rate
+from longhaul.collectors.live.shaper_meter import ShaperMeter, backlogged_rate, saturated_windows
 from longhaul.collectors.store.format import CALIBRATION_LABEL
 from longhaul.drivers import iperf3
 from longhaul.hardware.executors.process import CommandError, wait_until
@@ -36,12 +37,15 @@ DEFAULT_SOCKET_BYTES = 4 * 2**20
 def probe_streams(bdp_bytes: float) -> int:
     return max(MIN_STREAMS, min(MAX_STREAMS, math.ceil(3 * bdp_bytes / DEFAULT_SOCKET_BYTES)))
 PROBE_CCA = "cubic"
+WINDOW_S = 1.0       # the shaper's rate is measured over saturated windows this long
 # Above this share of CPU time taken by the hypervisor during a probe, a refusal names the host.
 STARVED_STEAL_PCT = 10.0
 
 
-def ramp_s(rtt_ms: float) -> float:
-    return max(1.0, 12 * rtt_ms / 1000.0)
+def ramp_limit_s(rtt_ms: float) -> float:
+    """How long the probe may take to fill the path before its saturated seconds must begin: slow
+    start from 10 segments to a BDP at 10 Gb/s and 200 ms is 18 round trips."""
+    return max(2.0, 24 * rtt_ms / 1000.0)
 
 
 def verify(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, phases: Phases) -> dict:
@@ -76,7 +80,7 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, pha
                 with phases("verify rate"):
                     measured_rate, goodput = measure_rate(lab, topo.rtt_ms, settings.rate_probe_s, out_dir, streams)
                 probed = True
-            except CommandError as exc:  # a path that passes pings but not a transfer: the lab is wrong
+            except (CommandError, TimeoutError) as exc:  # pings pass but a transfer does not: the lab is wrong
                 problems.append(f"the rate probe failed: {exc}")
     rtt_tol = max(settings.rtt_tolerance_ms, topo.rtt_ms * settings.rtt_tolerance_pct / 100)
     if measured_rtt is not None and abs(measured_rtt - topo.rtt_ms) > rtt_tol:
@@ -103,29 +107,48 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, pha
     }
 
 
-def measure_rate(lab, rtt_ms: float, probe_s: float, out_dir: Path, streams: int = MIN_STREAMS
+def measure_rate(lab, rtt_ms: float, saturated_s: float, out_dir: Path, streams: int = MIN_STREAMS
                  ) -> tuple[float | None, float | None]:
-    """(shaper rate, receiver goodput) in Mb/s."""
+    """(shaper rate, receiver goodput) in Mb/s. The probe runs until the shaper has stayed saturated
+    for `saturated_s` (whole one-second windows; its slow start is not waited out on a clock, as a
+    fixed 12 round trips were), or until ramp_limit_s + saturated_s have passed."""
     receiver, sender = lab.executor("D1"), lab.executor("S1")
     link = lab.topo.bottleneck()
-    server = receiver.start(iperf3.server_argv(PORT), label="verify-server", stdout=out_dir / "verify-server.json")
+    server_out = out_dir / "verify-server.json"
+    server = receiver.start(iperf3.server_argv(PORT), label="verify-server", stdout=server_out)
+    windows = math.ceil(saturated_s / WINDOW_S)
     try:
         probe = ["ss", "-ltnH", "sport", "=", f":{PORT}"]
         wait_until(lambda: server.poll() is not None or bool(receiver.run(probe, check=False).stdout.strip()),
                    timeout=10, what="verification iperf3 server")
-        ramp = ramp_s(rtt_ms)
-        argv = iperf3.client_argv(lab.address("D1"), PORT, duration_s=round(ramp + probe_s, 1), streams=streams, cca=PROBE_CCA)
+        limit = ramp_limit_s(rtt_ms) + saturated_s
+        argv = iperf3.client_argv(lab.address("D1"), PORT, duration_s=round(limit, 1), streams=streams, cca=PROBE_CCA)
         with ShaperMeter(lab.executor(link.a.host), link.a.ifname, out_dir / "verify-shaper.txt",
                          router=lab.router_os(link.a.host)) as meter:
-            res = sender.run(argv, timeout=ramp + probe_s + 30, check=False)
-        (out_dir / "verify-rate.json").write_text(res.stdout)
+            client = sender.start(argv, label="verify-client", stdout=out_dir / "verify-rate.json")
+            try:
+                wait_until(lambda: client.poll() is not None
+                           or len(saturated_windows(meter.read(), WINDOW_S)) >= windows,
+                           timeout=limit + 30, interval=0.1, what="the verification's rate probe")
+            finally:
+                client.stop(sig=signal.SIGINT)      # iperf3 ends its test and the server reports it
+        try:            # the server's report of what it received: written once it has seen the test end
+            wait_until(lambda: server.poll() is not None or _received(server_out.read_text(errors="replace")),
+                       timeout=3 + 2 * rtt_ms / 1000, what="the verification server's report")
+        except TimeoutError:
+            pass        # no goodput then: it is recorded beside the rate, not judged
     finally:
         server.stop()
-    rate = backlogged_rate(meter.samples)
+    rate = backlogged_rate(meter.samples, WINDOW_S)
+    return (None if rate is None else round(rate, 3)), _received(server_out.read_text(errors="replace"))
+
+
+def _received(server_text: str) -> float | None:
+    """The receiver's median goodput (Mb/s) over the probe's whole seconds after its first, from the
+    iperf3 server's JSON report; None until the report is complete."""
     try:
-        intervals = iperf3.parse(res.stdout).intervals
+        intervals = iperf3.parse(server_text).intervals
     except ValueError:
-        intervals = []
-    goodputs = [iv.bytes * 8 / iv.seconds / 1e6 for iv in intervals if iv.end_s > ramp and iv.seconds > 0.5]
-    goodput = round(statistics.median(goodputs), 3) if goodputs else None
-    return (None if rate is None else round(rate, 3)), goodput
+        return None
+    goodputs = [iv.bytes * 8 / iv.seconds / 1e6 for iv in intervals[1:] if iv.seconds > 0.5]
+    return round(statistics.median(goodputs), 3) if goodputs else None

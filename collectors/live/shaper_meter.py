@@ -28,6 +28,12 @@ def _saturated(samples: list[tuple], i: int) -> bool:
 def backlogged_rate(samples: list[tuple], window_s: float = 1.0) -> float | None:
     """Median Mb/s over consecutive windows of `window_s` in which the shaper stayed saturated.
     samples: (t, bytes, backlog) or (t, bytes, backlog, overlimits)."""
+    rates = saturated_windows(samples, window_s)
+    return statistics.median(rates) if rates else None
+
+
+def saturated_windows(samples: list[tuple], window_s: float = 1.0) -> list[float]:
+    """The rate (Mb/s) of each consecutive window of `window_s` in which the shaper stayed saturated."""
     rates, start = [], 0
     for end in range(len(samples)):
         if not _saturated(samples, end):
@@ -38,7 +44,7 @@ def backlogged_rate(samples: list[tuple], window_s: float = 1.0) -> float | None
             t1, b1 = samples[end][:2]
             rates.append((b1 - b0) * 8 / (t1 - t0) / 1e6)
             start = end
-    return statistics.median(rates) if rates else None
+    return rates
 
 
 # one long-lived sampling loop on the router: a new SSH session per sample would cost a handshake
@@ -96,8 +102,11 @@ class ShaperMeter:
                                          label="shaper-meter", stdout=self.out_path)
         return self
 
+    def read(self) -> list[tuple[float, int, int, int]]:
+        """The samples so far (while the loop runs: a probe may end once it has what it needs)."""
+        return parse_samples(self.out_path.read_text(errors="replace") if self.out_path.exists() else "", self.router)
+
     def __exit__(self, *exc):
         self._proc.stop(term_timeout=3)
-        self.samples = parse_samples(self.out_path.read_text(errors="replace") if self.out_path.exists() else "",
-                                     self.router)
+        self.samples = self.read()
         return False
