@@ -35,6 +35,7 @@ from longhaul.drivers.agents.port_meter import COMMENT as ARRIVALS_COMMENT
 from longhaul.drivers.agents.replay_leg import MODULE as LEG_AGENT
 from longhaul.drivers.agents.replay_leg import PORT as LEG_PORT
 from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
+from longhaul.drivers.agents.tcpinfo_probe import NATIVE as NATIVE_PROBE
 from longhaul.drivers.trex_stl import RUNNER as TREX_RUNNER
 from longhaul.hardware.backends.base import GENERATOR, LabNeeds, LabSpec, Readiness, RunContext
 from longhaul.hardware.backends.registry import BACKENDS
@@ -202,7 +203,7 @@ class FakeLab:
             return math.inf, self._burst_rounds(argv[-1])
         if argv[:2] == ["sh", "-c"] and argv[2] == SHAPER_LOOP_SH:
             return math.inf, self._shaper_samples(float(argv[5]))
-        if "longhaul.drivers.agents.tcpinfo_probe" in argv:
+        if "longhaul.drivers.agents.tcpinfo_probe" in argv or argv[0] == str(NATIVE_PROBE):
             ports = [int(p) for p in argv[argv.index("--ports") + 1].split(",")]
             return math.inf, self._tcpinfo(host, ports)
         if LEG_AGENT in argv:

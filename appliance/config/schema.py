@@ -87,6 +87,8 @@ class Probe(Strict):
     interval_ms: float = Field(10.0, ge=1, le=1000)
     # the trial lasts at least this long: a cell with no flows measures the idle path
     duration_s: float | None = Field(None, gt=0, le=86_400)
+    # tcp_info of the TCP flows' sockets, samples a second (100 resolves a 20 ms path's sawtooth)
+    tcpinfo_hz: float = Field(10.0, ge=1, le=100)
 
 
 class Flow(Strict):

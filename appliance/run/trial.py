@@ -148,7 +148,8 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
     probe = RttProbe(lab.executor(f"S{cell.probe.pair}"), lab.address(f"D{cell.probe.pair}"), cell.probe.mode,
                      cell.probe.interval_ms, raw / "fping.txt")
     senders = {f"S{r.flow.pair}": lab.executor(f"S{r.flow.pair}") for r in runs if r.flow.protocol == "tcp"}
-    sampler = SocketSampler(senders, {port: r.flow.name for r in runs for port in r.ports}, raw)
+    sampler = SocketSampler(senders, {port: r.flow.name for r in runs for port in r.ports}, raw,
+                            period_s=1 / cell.probe.tcpinfo_hz)
     started_wall = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     trial_errors: list[str] = []
     t0 = time.monotonic() + offset

@@ -1,7 +1,9 @@
-"""tcp_info of every TCP flow at 10 Hz on the senders, keyed to flows by port.
+"""tcp_info of every TCP flow on the senders (10 Hz unless the cell's probe.tcpinfo_hz says
+otherwise, up to 100), keyed to flows by port.
 
 Each flow has its own server ports, so a socket belongs to the flow whose port is its destination.
-One long-lived probe process per sending host (drivers/agents/tcpinfo_probe.py, sock_diag netlink)
+One long-lived probe process per sending host (drivers/tcpinfo/tcpinfo.c where the setup built it,
+else drivers/agents/tcpinfo_probe.py; both read sock_diag netlink and print the same lines)
 writes JSON lines; a reader thread follows them for the live display, and stop() parses them all.
 """
 
@@ -18,6 +20,7 @@ from pathlib import Path
 from longhaul.collectors.live.acked_rate import CONTROL_BYTES
 from longhaul.collectors.store.format import TCPINFO_COLUMNS
 from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
+from longhaul.drivers.agents.tcpinfo_probe import NATIVE as NATIVE_PROBE
 from longhaul.drivers.ss import Socket
 from longhaul.hardware.executors.process import Executor, Process
 
@@ -40,9 +43,13 @@ class Sample:
                 s.rttvar_ms, s.retrans_total, rate, s.bytes_acked]
 
 
-def probe_argv(ports: list[int], period_s: float) -> list[str]:
-    return [sys.executable, "-m", "longhaul.drivers.agents.tcpinfo_probe", "--period", f"{period_s:g}",
-            "--ports", ",".join(str(p) for p in sorted(ports))]
+def probe_argv(ports: list[int], period_s: float, native: bool | None = None) -> list[str]:
+    """The probe in C where the setup built it (native None: if it is there), else in Python; both
+    print the same lines."""
+    args = ["--period", f"{period_s:g}", "--ports", ",".join(str(p) for p in sorted(ports))]
+    if NATIVE_PROBE.exists() if native is None else native:
+        return [str(NATIVE_PROBE), *args]
+    return [sys.executable, "-m", "longhaul.drivers.agents.tcpinfo_probe", *args]
 
 
 # A probe's tick time below this is CLOCK_MONOTONIC (an older longhaul on the host printed that,
@@ -73,8 +80,11 @@ def parse_probe_line(line: str) -> tuple[float, list[Socket]] | None:
 
 
 class SocketSampler:
-    def __init__(self, senders: dict[str, Executor], ports: dict[int, str], workdir: Path, period_s: float = 0.1):
-        """senders: host name -> executor; ports: server port -> flow name."""
+    def __init__(self, senders: dict[str, Executor], ports: dict[int, str], workdir: Path, period_s: float = 0.1,
+                 native: bool | None = None):
+        """senders: host name -> executor; ports: server port -> flow name; native: the C probe
+        (None: where it is built)."""
+        self.native = native
         self.senders = senders
         self.ports = ports
         self.workdir = Path(workdir)
@@ -95,7 +105,7 @@ class SocketSampler:
         self._t0 = t0
         self._wall0 = time.time() - (time.monotonic() - t0)      # t0 on the wall clock the probes print
         for host, executor in self.senders.items():
-            self._procs[host] = executor.start(probe_argv(list(self.ports), self.period_s), label=f"tcpinfo-{host}",
+            self._procs[host] = executor.start(probe_argv(list(self.ports), self.period_s, self.native), label=f"tcpinfo-{host}",
                                                stdout=self._out(host), stderr=self.workdir / f"tcpinfo-{host}.err")
         self._thread = threading.Thread(target=self._follow, name="socket-sampler", daemon=True)
         self._thread.start()

@@ -26,6 +26,7 @@ import socket
 import sys
 import time
 
+from longhaul.core.paths import BUILD_BIN
 from longhaul.drivers.agents.line_protocol import line
 from longhaul.drivers.agents.sock_diag import SockDiag
 
@@ -33,6 +34,9 @@ from longhaul.drivers.agents.sock_diag import SockDiag
 # the controller reads the fields it is given (socket_sampler.parse_probe_line).
 FIELDS = ("src", "sport", "dst", "dport", "cca", "cwnd", "mss", "unacked", "srtt_us", "rttvar_us",
           "retrans_total", "delivery_rate_Bps", "bytes_acked", "bytes_received", "sacked", "lost", "retrans_out")
+# drivers/tcpinfo/tcpinfo.c prints the json format's very lines in C (built by the setup): at 100 Hz
+# on 8 senders this Python probe took 30 % of a core (bench/RESULTS-sampler.md)
+NATIVE = BUILD_BIN / "longhaul-tcpinfo"
 # The influx format: a point per socket, the 4-tuple and the congestion control as its tags.
 MEASUREMENT = "lh_host_tcpinfo"
 TAGS = ("src", "sport", "dst", "dport", "cca")

@@ -1,0 +1,146 @@
+"""How close one CUBIC flow gets to the bottleneck's payload ceiling at paper scale (issue 16
+item 2), and where this machine's cycles go: each rate at 20 and 128 ms through the delay line,
+beside the same path with no delay (the machine's own limit), in one sitting.
+
+One `longhaul run` per cell (one CUBIC flow, FLOW_S s, 1-BDP queue (the no-delay path: the 20 ms
+BDP), `large` buffers, access 20 Gb/s, verification off: this measures the path, not the check);
+while it runs the bench reads /proc (read only): the machine's user, system and softirq time and
+the CPU of the delay-line and iperf3 processes.
+
+    sudo .venv/bin/python bench/rate_ceiling.py            # ~8 minutes; writes bench/RESULTS-rate-ceiling.md
+    sudo .venv/bin/python bench/rate_ceiling.py 10000      # one rate only
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent / "RESULTS-rate-ceiling.md"
+RATES = (1000, 2500, 5000, 10000)
+RTTS = (0, 20, 128)
+FLOW_S = 25
+MTU = 1500
+CEILING = (MTU - 52) / (MTU + 14)
+WATCHED = {"longhaul-delayl": "delay line", "iperf3": "iperf3"}
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def profile(rate: int, rtt: int) -> str:
+    queue = int(rate * 1e6 / 8 * max(rtt, 20) / 1e3)      # 1 BDP; the no-delay path gets the 20 ms one
+    return f"""
+[profile]
+description = "rate ceiling {rate} Mb/s, {rtt} ms"
+repeats = 1
+[topology]
+pairs = 1
+access_rate_mbps = 20000
+bottleneck_rate_mbps = {rate}
+rtt_ms = {rtt}
+queue = "{queue}B"
+mtu = {MTU}
+[tuning]
+buffer = "large"
+[[flows]]
+name = "fg"
+role = "foreground"
+cca = "cubic"
+duration_s = {FLOW_S}
+"""
+
+
+def _machine() -> list[int]:
+    """user, system, softirq jiffies of the whole machine."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[:7])
+    return [user + nice, system + irq, softirq]
+
+
+def _watched() -> dict[int, tuple[str, float]]:
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        if comm in WATCHED:
+            rest = stat.rsplit(")", 1)[1].split()
+            out[int(entry.name)] = (WATCHED[comm], (int(rest[11]) + int(rest[12])) / TICK)
+    return out
+
+
+def cell(rate: int, rtt: int) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="lh-ceiling-"))
+    (work / "profiles").mkdir()
+    (work / "profiles" / "c.toml").write_text(profile(rate, rtt))
+    (work / "config.toml").write_text('[store]\ndir = "runs"\n[run]\nprofiles = ["c"]\n[report]\nformats = []\n'
+                                      '[verify]\nenabled = false\n')
+    seen: dict[int, tuple[str, float]] = {}
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(0.5):
+            seen.update(_watched())
+
+    before = _machine()
+    watcher = threading.Thread(target=watch, daemon=True)
+    start = time.monotonic()
+    watcher.start()
+    res = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", "run", "--config", str(work / "config.toml")],
+                         cwd=work, capture_output=True, text=True, timeout=600)
+    done.set()
+    watcher.join()
+    wall = time.monotonic() - start
+    after = _machine()
+    if res.returncode != 0:
+        return {"rate_mbps": rate, "rtt_ms": rtt, "error": res.stderr[-500:]}
+    run_dir = Path(res.stdout.strip().splitlines()[-1])
+    trial = json.loads((run_dir / "summary.json").read_text())["cells"][0]["trials"][0]
+    flow = trial["flows"][0]
+    cpu = {name: round(sum(s for n, s in seen.values() if n == name) / wall * 100, 1) for name in WATCHED.values()}
+    jiffies = [(b - a) / TICK / wall * 100 for a, b in zip(before, after)]
+    return {"rate_mbps": rate, "rtt_ms": rtt, "goodput_mbps": round(flow["mean_mbps"], 1),
+            "fraction_of_ceiling": round(flow["mean_mbps"] / (rate * CEILING), 3),
+            "retransmits": flow["retransmits"], "idle_rtt_ms": trial["rtt"]["idle_ms"],
+            "rtt_median_ms": trial["rtt"]["median_ms"],
+            "seconds_above_ceiling": trial["collector"].get("seconds_above_ceiling"),
+            "cpu_percent": {"user": round(jiffies[0], 1), "system": round(jiffies[1], 1),
+                            "softirq": round(jiffies[2], 1), **cpu},
+            "run_dir": str(run_dir)}
+
+
+def write(rows: list[dict]) -> str:
+    lines = ["# Rate ceiling: one CUBIC flow against the bottleneck's payload ceiling", "",
+             f"Written by `bench/rate_ceiling.py` on {time.strftime('%Y-%m-%d', time.gmtime())} ({os.cpu_count()} "
+             f"cores): one CUBIC flow, {FLOW_S} s, 1-BDP queue, `large` buffers, access 20 Gb/s; goodput against "
+             f"the payload ceiling rate x {MTU - 52}/{MTU + 14}. RTT 0 is the same path with no delay line (its "
+             "queue the 20 ms BDP): the machine's own limit. CPU is % of one core over the run (the machine's "
+             "user/system/softirq over both cores; the delay line's and iperf3's processes).", "",
+             "| bottleneck | RTT | goodput Mb/s | of ceiling | retransmits | seconds above ceiling | user | system | "
+             "softirq | delay line | iperf3 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['rate_mbps']} | {r['rtt_ms']} ms | failed: {r['error'][-120:]!r} |||||||||")
+            continue
+        c = r["cpu_percent"]
+        lines.append(f"| {r['rate_mbps']} Mb/s | {r['rtt_ms']} ms | {r['goodput_mbps']} | {r['fraction_of_ceiling']} | "
+                     f"{r['retransmits']} | {r['seconds_above_ceiling']} | {c['user']} | {c['system']} | "
+                     f"{c['softirq']} | {c['delay line']} | {c['iperf3']} |")
+    lines += ["", "Raw: ```" + json.dumps(rows) + "```", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    rates = [int(a) for a in sys.argv[1:]] or list(RATES)
+    results = [cell(rate, rtt) for rate in rates for rtt in RTTS]
+    OUT.write_text(write(results))
+    print(OUT.read_text())
