@@ -74,11 +74,16 @@ def run() -> dict:
 
 def write(result: dict) -> str:
     cells, trials = result["cells"], result["trials"]
+    phases = result["phases"]
+    verification = sum(phases.get(p, {}).get("s", 0.0) for p in ("verify rtt", "verify rate"))
+    per_trial = (result["wall_s"] - result["flow_s"] - verification) / trials
     lines = ["# Overhead of a run beyond its flows", "",
              f"Written by `bench/overhead.py` on {time.strftime('%Y-%m-%d', time.gmtime())}: {cells} cells x "
              f"{trials // cells} trials of one {FLOW_S} s flow at {RTT_MS} ms, {RATE} Mb/s, one lab, verification on. "
              f"`longhaul run` took {result['wall_s']} s for {result['flow_s']} s of flows: "
-             f"**{result['beyond_flows_per_trial_s']} s per trial beyond its flows**.", "",
+             f"**{verification / cells:.2f} s of verification per cell** and **{per_trial:.2f} s per trial beyond its "
+             f"flows otherwise** (lab, servers, the flows' lead and exit, teardown, store, report; "
+             f"{result['beyond_flows_per_trial_s']} s per trial with the verification shared out).", "",
              "| phase | total s | times | per time s | per trial s |", "|---|---|---|---|---|"]
     for name, p in result["phases"].items():
         lines.append(f"| {name} | {p['s']:.2f} | {p['n']} | {p['s'] / max(p['n'], 1):.2f} | {p['s'] / trials:.2f} |")
