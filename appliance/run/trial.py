@@ -10,6 +10,10 @@ A flow may have a chooser (`Chooser`): just before each of its bursts starts, it
 probe's rounds so far and returns the congestion control for that burst with a note of why
 (seed 000's OPS decides from the probe window before each transfer); decisions.csv keeps them.
 A cell with no flows runs the probe alone for probe.duration_s (the idle path).
+
+A burst's totals are its tool's; its per-second figures are what arrived (`ARRIVALS`): a TCP
+flow's sockets' delivered bytes from the socket sampler, a UDP flow's from the receivers' arrival
+meter, unless the tool's receiver is a kernel counter itself (`counts_arrivals`).
 """
 
 from __future__ import annotations

@@ -80,10 +80,8 @@ def _raise_stop(signum, frame):
 def run(ports: list[int], period: float, out=sys.stdout) -> int:
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
-    installed = False
     try:
         restore(rules(ports, "-I"))
-        installed = True
         print(json.dumps({"ports": ports, "source": "iptables", "rules": COMMENT}), file=out, flush=True)
         next_at = time.monotonic()
         while True:
@@ -102,9 +100,8 @@ def run(ports: list[int], period: float, out=sys.stdout) -> int:
         print(json.dumps(tick(ports)), file=out, flush=True)     # what arrived up to the stop
     except BrokenPipeError:
         pass
-    finally:
-        if installed:
-            restore(rules(ports, "-D"), check=False)
+    finally:        # also after a stop during the restore: deleting rules that are not there is harmless
+        restore(rules(ports, "-D"), check=False)
     return 0
 
 
