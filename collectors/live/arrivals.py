@@ -25,11 +25,15 @@ def bins(series: dict, end: float) -> list[Interval]:
     """series: a key (a socket, a port) -> [(seconds since the burst's start, cumulative bytes), ...]
     in time order; each count is 0 before its first sample and holds after its last. One Interval
     per whole second up to `end`, then the partial rest; streams in key order."""
-    if not series or end <= 0:
+    return _binned({key: _edges(np.array([p[0] for p in points], dtype=float),
+                                np.array([p[1] for p in points], dtype=float)) for key, points in series.items()}, end)
+
+
+def _binned(curves: dict, end: float) -> list[Interval]:
+    """bins() of curves whose edges are already placed: key -> (times, counts) arrays."""
+    if not curves or end <= 0:
         return []
-    keys = sorted(series)
-    curves = {key: _edges(np.array([p[0] for p in series[key]], dtype=float),
-                          np.array([p[1] for p in series[key]], dtype=float)) for key in keys}
+    keys = sorted(curves)
     bounds = [float(k) for k in range(1, math.floor(end) + 1)]
     if not bounds or end - bounds[-1] > 1e-6:
         bounds.append(end)
@@ -84,4 +88,4 @@ def counted(points: list[tuple[float, int, int]], start_s: float, until_s: float
     if values[-1] <= 0 or end <= 0:
         return []
     keep = times > 0
-    return bins({0: [(0.0, 0.0), *zip(times[keep], values[keep])]}, end)
+    return _binned({0: (np.concatenate(([0.0], times[keep])), np.concatenate(([0.0], values[keep])))}, end)
