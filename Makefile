@@ -28,13 +28,15 @@ $(STAMP): pyproject.toml $(DEBSTAMP)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $@
 
-helpers: $(BIN)/longhaul-delayline $(BIN)/longhaul-pacedudp $(BIN)/longhaul-udtperf $(BIN)/longhaul-tcpinfo build/lib/liblonghaul_dtw.so build/lib/liblonghaul_ccashim.so build/lib/liblonghaul_plansim.so $(BIN)/telegraf
+helpers: $(BIN)/longhaul-delayline $(BIN)/longhaul-pacedudp $(BIN)/longhaul-udtperf $(BIN)/longhaul-tcpinfo $(BIN)/longhaul-nfswrite build/lib/liblonghaul_dtw.so build/lib/liblonghaul_ccashim.so build/lib/liblonghaul_plansim.so $(BIN)/telegraf
 $(BIN)/longhaul-delayline: hardware/delayline/delayline.c hardware/delayline/Makefile $(DEBSTAMP)
 	$(MAKE) -C hardware/delayline OUT=$(abspath $(BIN))
 $(BIN)/longhaul-pacedudp: $(wildcard drivers/pacedudp/*.c drivers/pacedudp/*.h) drivers/pacedudp/Makefile $(DEBSTAMP)
 	$(MAKE) -C drivers/pacedudp OUT=$(abspath $(BIN))
 $(BIN)/longhaul-tcpinfo: drivers/tcpinfo/tcpinfo.c drivers/tcpinfo/Makefile $(DEBSTAMP)
 	$(MAKE) -C drivers/tcpinfo OUT=$(abspath $(BIN))
+$(BIN)/longhaul-nfswrite: drivers/nfswrite/nfswrite.c drivers/nfswrite/Makefile $(DEBSTAMP)
+	$(MAKE) -C drivers/nfswrite OUT=$(abspath $(BIN))
 $(BIN)/longhaul-udtperf: drivers/udt/udtperf.cpp drivers/udt/Makefile $(DEBSTAMP)
 	$(MAKE) -C drivers/udt OUT=$(abspath $(BIN))
 build/lib/liblonghaul_dtw.so: collectors/studies/ops/dtw/dtw.c collectors/studies/ops/dtw/Makefile $(DEBSTAMP)

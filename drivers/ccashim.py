@@ -1,6 +1,6 @@
 """Give a tool without a congestion-control option the flow's CCA, per socket, via LD_PRELOAD
-(drivers/ccashim/ccashim.c). iperf3 has -C; globus-url-copy and nfs-cp have none, and a network
-namespace may only default to what the host allows (here reno and bbr, not cubic)."""
+(drivers/ccashim/ccashim.c). iperf3 has -C; globus-url-copy and longhaul-nfswrite have none, and a
+network namespace may only default to what the host allows (here reno and bbr, not cubic)."""
 
 from __future__ import annotations
 

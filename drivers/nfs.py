@@ -2,22 +2,25 @@
 NFS server again and again, throughput per copy and per iteration.
 
 This kernel has neither an NFS server nor client, so both ends are userspace: nfs-ganesha (FSAL
-VFS) on the receiver through nfs_server.py, libnfs' nfs-cp on the sender through nfs_client.py.
+VFS) on the receiver through nfs_server.py, longhaul-nfswrite (libnfs) on the sender through nfs_client.py.
 Data goes the paper's way, client -> server (cp from local memory to the NFS-mounted folder), so
 the server runs on the receiver D and the clients on the sender S: the copies cross the shaped
 direction. NFSv3 over TCP (why not v4: nfs_server.py).
 
 Flow options (BurstSpec.options): clients (default 1), file_bytes (default 1 GB = 10**9 bytes,
 the paper's size), iterations (copies per client; default: until the burst's duration ends, or
-enough for the burst's `bytes`), mount_port (default port + MOUNT_PORT_OFFSET), bind (the
-server's listening address; default the receiver's name, resolved on the receiver).
+enough for the burst's `bytes`), window (bytes of WRITE calls in flight per client, default 64 MB),
+mount_port (default port + MOUNT_PORT_OFFSET), bind (the server's listening address; default the
+receiver's name, resolved on the receiver).
 
-Fidelity: nfs-cp writes 1 MB and waits for the server's reply before the next, so one client moves
-at most ~1 MB per RTT (measured through the delay line: ~101 Mb/s at 50 ms, ~40 Mb/s at 128 ms);
-the paper's kernel client kept more in flight (one client: 410 Mb/s at 128 ms). With many clients
-(Figure 19: 16, ~10-29 Mb/s each) the bottleneck, not this window, sets the rate.
+Fidelity: a kernel client writes back with many WRITE calls outstanding on one connection, so TCP
+sets its rate (seed 000: one client 410 Mb/s at 128 ms). longhaul-nfswrite does the same with up to
+`window` bytes of 1 MB WRITEs in flight. libnfs' nfs-cp, which this driver used before, waits for
+each 1 MB WRITE's reply: one copy then moves at most 1 MB per round trip; window = 1048576
+reproduces that. Measured on Overlay-1 at 128 ms (bench/RESULTS-nfs.md): 59 Mb/s that way, and a
+1 GB copy in 19.8 s, 403 Mb/s, with the default window (the paper: about 20 s, 410 Mb/s).
 
-Per-second intervals are an approximation: nfs-cp reports nothing until a copy is done, so each
+Per-second intervals are an approximation: the writer reports nothing until a copy is done, so each
 copy's bytes are spread evenly over its duration and summed per second. The socket sampler
 (collectors/live/socket_sampler.py, keyed by the NFS port) gives the real per-second view.
 """
@@ -27,6 +30,7 @@ from __future__ import annotations
 import math
 import sys
 
+from longhaul.drivers import nfs_client
 from longhaul.drivers.jsonlines import json_lines
 from longhaul.drivers.nfs_server import READY_LINE, paths
 from longhaul.drivers.result import Interval, Result
@@ -73,7 +77,10 @@ def client_argv(spec) -> list[str]:
     clients, file_bytes, iterations = plan(spec)
     argv = [sys.executable, "-m", "longhaul.drivers.nfs_client", "--server", spec.receiver,
             "--port", str(spec.port), "--mount-port", str(mount_port(spec)), "--clients", str(clients),
-            "--file-bytes", str(file_bytes), "--iterations", str(iterations), "--workdir", str(spec.workdir)]
+            "--file-bytes", str(file_bytes), "--iterations", str(iterations)]
+    window = (spec.options or {}).get("window")
+    if window is not None:
+        argv += ["--window", str(int(window))]
     if spec.duration_s is not None:
         argv += ["--duration", f"{spec.duration_s:g}"]
     return argv
@@ -174,7 +181,7 @@ def parse(client_text: str, server_text: str = "", spec=None) -> Result:
                    | {"mbps": mbps(moved_bytes(c), c["seconds"])} for c in copies],
         "clients": clients, "file_bytes": start.get("file_bytes"), "complete": len(done),
         "incomplete": len(copies) - len(done),
-        "intervals_note": "approximation: each copy's bytes (a stopped copy's: its file size on the server) "
+        "intervals_note": "approximation: each copy's bytes (a stopped copy's: what the server acknowledged) "
                           "spread evenly over its duration; the socket sampler has the measured per-second view",
     }
     intervals = spread_intervals(copies, clients)
@@ -187,6 +194,10 @@ def parse(client_text: str, server_text: str = "", spec=None) -> Result:
 def _check_flow(flow) -> str | None:
     if flow.file_bytes is None and flow.bytes is None:
         return "a timed file transfer needs file_bytes (the size of each file it moves)"
+    window = flow.options.get("window")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int)
+                               or not 4096 <= window <= nfs_client.WINDOW_MAX):
+        return f"options.window {window!r}: bytes of WRITEs in flight per client, an integer 4096 to {nfs_client.WINDOW_MAX}"
     return None
 
 
@@ -194,15 +205,19 @@ class Nfs:
     """drivers.tool.Tool for NFS: one ganesha per burst (its files live in the burst's workdir)."""
 
     name = "nfs"
-    executables = ("ganesha.nfsd", "nfs-cp", "nfs-ls")   # ganesha on receivers, libnfs-utils on senders
     shared_servers = False
-    sets_cca = False    # nfs-cp has no CCA option: the trial's ccashim sets it on every TCP socket
+    sets_cca = False    # the writer has no CCA option: the trial's ccashim sets it on every TCP socket
     counts_arrivals = False     # per copy figures spread over time are approximate; tcp_info is not
     needs_link_facts = False
     sends_from = "sender"
     resolves_own_address = False
-    option_keys = ("iterations", "mount_port", "bind")   # what a flow's [flows.options] may set
+    option_keys = ("iterations", "window", "mount_port", "bind")   # what a flow's [flows.options] may set
     rules = FlowRules(("tcp",), flow_fields=("clients", "file_bytes"), check=_check_flow)
+
+    @property
+    def executables(self) -> tuple[str, ...]:
+        # ganesha on receivers; the writer (an absolute path, as preflight checks it) on senders
+        return ("ganesha.nfsd", str(nfs_client.helper_path()))
 
     def prepare(self, spec):
         return [], []

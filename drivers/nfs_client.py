@@ -1,16 +1,15 @@
 """Sender side of the NFS flows: K concurrent clients each copying a file to the server, in rounds.
 
     python3 -m longhaul.drivers.nfs_client --server D1 --port P --mount-port M --clients K \
-        --file-bytes N [--iterations I] [--duration S] --workdir W
+        --file-bytes N [--window BYTES] [--iterations I] [--duration S]
 
 Seed 000 copies 1 GB from local memory to an NFS-mounted folder with 1 to 16 clients, again and
 again, and reports throughput per iteration. This kernel has no NFS client, so each copy is one
-run of libnfs' userspace `nfs-cp SRC nfs://server/export/c<k>-<tag>-<i>.bin?version=3&nfsport=P&mountport=M`
-(NFSv3: Debian 12's libnfs cannot WRITE more than ~3.5 KB per NFSv4 call, see nfs_server.py).
-
-The source is a sparse file: nfs-cp needs a seekable file with a size (it fstat()s and pread()s
-the source, so a pipe or /dev/zero copies nothing), and reading a hole is a zero-fill in memory,
-which is the paper's "from local memory" without holding N bytes of RAM or disk.
+run of longhaul-nfswrite (drivers/nfswrite, on libnfs) to
+`nfs://server/export/c<k>-<tag>-<i>.bin?version=3&nfsport=P&mountport=M` (NFSv3: Debian 12's libnfs
+cannot WRITE more than ~3.5 KB per NFSv4 call, see nfs_server.py). It writes zeros from memory with
+up to --window bytes of WRITE calls in flight on one connection, as a kernel client's writeback
+does; libnfs' own nfs-cp waits for each 1 MB WRITE's reply (--window 1048576 behaves like it).
 
 Output, one JSON object per line, times in seconds since the start line's wall clock `t0`:
   {"start": {"t0": ..., "clients": K, "file_bytes": N, ...}}
@@ -19,8 +18,7 @@ Output, one JSON object per line, times in seconds since the start line's wall c
   {"summary": {"copies": ..., "complete": ..., "bytes": ..., "seconds": ..., "failed": ...}}
 Iterations are per client (each client starts its next copy when its last one ends). With
 --duration, no copy starts after the deadline and copies still running then are stopped and
-reported with "complete": false and bytes null (nfs-cp says nothing until it is done); then one
-nfs-ls of the export tells how far each got:
+reported with "complete": false and bytes null, then with the bytes the server had acknowledged:
   {"partial": {"client": k, "iteration": i, "bytes": n}}
 """
 
@@ -37,8 +35,10 @@ import threading
 import time
 from pathlib import Path
 
-NFS_CP = "nfs-cp"
-NFS_LS = "nfs-ls"
+from longhaul.core.paths import BUILD_BIN
+
+BINARY_NAME = "longhaul-nfswrite"
+WINDOW_MAX = 1 << 30     # the writer's own bound (drivers/nfswrite/nfswrite.c, MAX_WINDOW)
 EXPORT = "/export"
 
 
@@ -53,8 +53,18 @@ def file_name(client: int, tag: str, iteration: int) -> str:
     return f"c{client}-{tag}-{iteration}.bin"
 
 
-def source_path(workdir: str | os.PathLike, port: int) -> Path:
-    return Path(workdir) / f"nfs-src-{port}.bin"
+def helper_path() -> Path:
+    """Where the writer is: $LONGHAUL_NFSWRITE or <repo>/build/bin (built by the setup)."""
+    env = os.environ.get("LONGHAUL_NFSWRITE")
+    return Path(env) if env else BUILD_BIN / BINARY_NAME
+
+
+def write_argv(file_bytes: int, url: str, window: int | None = None) -> list[str]:
+    return [str(helper_path()), "--bytes", str(file_bytes), *(["--window", str(window)] if window else []), url]
+
+
+_COPIED = re.compile(r"^copied (\d+) bytes$", re.M)
+_STOPPED = re.compile(r"^stopped after (\d+) bytes$", re.M)
 
 
 class Runner:
@@ -76,7 +86,7 @@ class Runner:
     def now(self) -> float:
         return round(time.monotonic() - self.mono0, 6)
 
-    def client(self, k: int, src: Path) -> None:
+    def client(self, k: int) -> None:
         a = self.args
         iteration = 0
         while not self.stop.is_set() and (a.iterations == 0 or iteration < a.iterations):
@@ -90,7 +100,7 @@ class Runner:
             with self.lock:
                 if self.stop.is_set():
                     break
-                proc = subprocess.Popen([NFS_CP, str(src), url], stdout=subprocess.PIPE,
+                proc = subprocess.Popen(write_argv(a.file_bytes, url, a.window), stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
                 self.procs[k] = proc
             out, err = proc.communicate()
@@ -98,14 +108,16 @@ class Runner:
             with self.lock:
                 self.procs.pop(k, None)
             complete = proc.returncode == 0
-            copied = re.search(r"copied (-?\d+) bytes", out)
+            copied = _COPIED.search(out)
             record = {"client": k, "iteration": iteration, "name": name, "bytes": a.file_bytes if complete else None,
                       "start": start, "end": end, "seconds": round(end - start, 6),
                       "returncode": proc.returncode, "complete": complete}
-            # nfs-cp prints its count as a C int; it wraps above 2 GiB, so compare modulo 2**32
-            short = complete and (copied is None or int(copied.group(1)) % 2**32 != a.file_bytes % 2**32)
+            short = complete and (copied is None or int(copied.group(1)) != a.file_bytes)
             if short:
                 record.update(complete=False, bytes=None)
+            stopped = _STOPPED.search(out)
+            if stopped and not complete:
+                record["partial_bytes"] = int(stopped.group(1))
             if not record["complete"]:
                 record["stderr"] = (err or out).strip()[-300:]
                 if short or not self.stop.is_set():    # not merely stopped at the deadline
@@ -126,14 +138,10 @@ class Runner:
 
     def run(self) -> int:
         a = self.args
-        src = source_path(a.workdir, a.port)
-        src.parent.mkdir(parents=True, exist_ok=True)
-        with open(src, "wb") as fh:           # sparse: a hole of file_bytes
-            fh.truncate(a.file_bytes)
         self.emit({"start": {"t0": self.t0, "server": a.server, "port": a.port, "mount_port": a.mount_port,
                              "clients": a.clients, "file_bytes": a.file_bytes, "iterations": a.iterations,
-                             "duration_s": a.duration, "version": a.version}})
-        threads = [threading.Thread(target=self.client, args=(k, src), daemon=True) for k in range(a.clients)]
+                             "duration_s": a.duration, "version": a.version, "window": a.window}})
+        threads = [threading.Thread(target=self.client, args=(k,), daemon=True) for k in range(a.clients)]
         try:
             for t in threads:
                 t.start()
@@ -146,7 +154,6 @@ class Runner:
             self.halt()
             for t in threads:
                 t.join(5)
-            src.unlink(missing_ok=True)
         self.report_partial()
         done = [c for c in self.copies if c["complete"]]
         failed = [c for c in self.copies if c.get("failed")]
@@ -157,32 +164,11 @@ class Runner:
         return 1 if failed else 0
 
     def report_partial(self) -> None:
-        """How far the stopped copies got: their files' sizes on the server (one nfs-ls), so a
-        timed burst's last seconds are not lost from the per-second view."""
-        cut = [c for c in self.copies if not c["complete"] and not c.get("failed")]
-        if not cut:
-            return
-        a = self.args
-        url = copy_url(a.server, a.port, a.mount_port, "", a.export, a.version).replace("/?", "?")
-        try:
-            res = subprocess.run([NFS_LS, url], capture_output=True, text=True, timeout=3, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return
-        sizes = parse_ls(res.stdout)
-        for c in cut:
-            if c["name"] in sizes:
-                c["partial_bytes"] = sizes[c["name"]]
-                self.emit({"partial": {"client": c["client"], "iteration": c["iteration"], "bytes": sizes[c["name"]]}})
-
-
-def parse_ls(text: str) -> dict[str, int]:
-    """nfs-ls lines `-rw-rw----  1     0     0     49283072 c1-348711009-0.bin` -> {name: size}."""
-    sizes = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 6 and parts[0].startswith("-") and parts[4].isdigit():
-            sizes[parts[-1]] = int(parts[4])
-    return sizes
+        """How far the stopped copies got (the bytes the server acknowledged, as each writer said on
+        its way out), so a timed burst's last seconds are not lost from the per-second view."""
+        for c in self.copies:
+            if not c["complete"] and not c.get("failed") and "partial_bytes" in c:
+                self.emit({"partial": {"client": c["client"], "iteration": c["iteration"], "bytes": c["partial_bytes"]}})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,13 +181,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--file-bytes", type=int, required=True)
     ap.add_argument("--iterations", type=int, default=0, help="copies per client; 0: until --duration")
     ap.add_argument("--duration", type=float, default=None)
-    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--window", type=int, default=None,
+                    help="bytes of WRITE calls in flight per client (default: longhaul-nfswrite's, 64 MB)")
     ap.add_argument("--version", type=int, choices=(3, 4), default=3)
     args = ap.parse_args(argv)
     if args.iterations == 0 and args.duration is None:
         ap.error("give --iterations, --duration or both")
     if args.clients < 1 or args.file_bytes < 1:
         ap.error("--clients and --file-bytes must be positive")
+    if args.window is not None and not 4096 <= args.window <= WINDOW_MAX:
+        ap.error(f"--window must be 4096 to {WINDOW_MAX} bytes")
     runner = Runner(args)
     signal.signal(signal.SIGTERM, lambda *_: runner.halt())
     signal.signal(signal.SIGINT, lambda *_: runner.halt())

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from lab_support import our_namespaces, requires_lab, write_lab_config
 
+from longhaul.drivers import nfs_client
+
 pytestmark = [pytest.mark.lab, requires_lab]
 
 LAB = """
@@ -124,8 +126,13 @@ duration_s = 5
     assert trial["flows"][0]["lost_percent"] > 50          # the tbf drops what line rate sends beyond it
 
 
-@pytest.mark.skipif(not (shutil.which("ganesha.nfsd") and shutil.which("nfs-cp")),
-                    reason="nfs-ganesha / libnfs-utils not installed (make setup installs them)")
+def _nfs_skip() -> str | None:
+    if not shutil.which("ganesha.nfsd"):
+        return "nfs-ganesha is not installed (make setup installs it)"
+    return None if nfs_client.helper_path().exists() else "longhaul-nfswrite is not built (make setup builds it)"
+
+
+@pytest.mark.skipif(_nfs_skip() is not None, reason=_nfs_skip() or "")
 def test_nfs_clients_copy_in_iterations_with_per_second_throughput(tmp_path):
     cell, trial_dir = _run(tmp_path, LAB.format(name="nfs") + """
 [[flows]]
@@ -146,8 +153,48 @@ duration_s = 8
     print("nfs per second:", seconds, "mean", flow["mean_mbps"])
     assert len(seconds) >= 6, seconds
     steady = sorted(seconds[1:-1])
-    # 4 clients, 1 MB writes each per round trip of 20 ms: the 50 Mb/s bottleneck, not the window, limits
+    # 4 clients with their WRITEs in flight: the 50 Mb/s bottleneck limits
     assert 0.6 * 50 <= steady[len(steady) // 2] <= 1.02 * 50, seconds
+
+
+@pytest.mark.skipif(_nfs_skip() is not None, reason=_nfs_skip() or "")
+def test_one_nfs_copy_at_128_ms_is_window_free_beside_an_nfs_cp_sized_window(tmp_path):
+    # seed 000: one kernel-NFS copy moves 410 Mb/s at 128 ms. nfs-cp's one 1 MB WRITE per round
+    # trip caps a copy at 8 Mbit / 0.128 s = 65.5 Mb/s; the writer's window lets TCP set the rate.
+    # Side by side in one trial through one 400 Mb/s bottleneck: the windowed copy on pair 1,
+    # window = 1 MB (nfs-cp's loop) on pair 2.
+    cap = 8 * 2**20 / 0.128 / 1e6
+    cell, trial_dir = _run(tmp_path, LAB.format(name="nfs128").replace("rtt_ms = 20", "rtt_ms = 128")
+                           .replace("bottleneck_rate_mbps = 50", "bottleneck_rate_mbps = 400") + """
+[[flows]]
+name = "windowed"
+role = "foreground"
+tool = "nfs"
+pair = 1
+cca = "cubic"
+file_bytes = 2000000000
+duration_s = 14
+
+[[flows]]
+name = "onemb"
+role = "background"
+tool = "nfs"
+pair = 2
+cca = "cubic"
+file_bytes = 2000000000
+duration_s = 14
+options = { window = 1048576 }
+""")
+    trial = cell["trials"][0]
+    assert trial["status"] == "ok", trial["error"]
+    windowed, onemb = _per_second(trial_dir, "windowed"), _per_second(trial_dir, "onemb")
+    print("windowed per second:", windowed, "\n1 MB window per second:", onemb)
+    late_w, late_1 = sorted(windowed[6:-1]), sorted(onemb[6:-1])
+    assert len(late_w) >= 5 and len(late_1) >= 5, (windowed, onemb)
+    # the 1 MB window holds its copy at or under nfs-cp's cap; the windowed one, sharing the
+    # bottleneck with it, takes what is left (~330 Mb/s of the 400 Mb/s payload) once past slow start
+    assert late_1[len(late_1) // 2] <= 1.05 * cap, onemb
+    assert late_w[len(late_w) // 2] >= 3 * cap, windowed
 
 
 def test_udt_memory_to_memory_beside_a_cubic_flow(tmp_path):

@@ -1,17 +1,20 @@
 """NFS flows (drivers/nfs.py, nfs_server.py, nfs_client.py): argv, config, the portmapper stub and
-the parser on real captures (tests/data/nfs/README.md), and a lab run of ganesha + nfs-cp in two
-namespaces.
+the parser on real captures (tests/data/nfs/README.md), and a lab run of ganesha + the windowed
+writer (drivers/nfswrite) in two namespaces.
 
 Lab numbers on the dev box (2 shared cores), a -> b veth with tbf 1gbit, CUBIC via the ccashim:
 2 clients x 50 MB x 2 iterations take ~1.8-1.9 s, 417-484 Mb/s per copy, 835-931 Mb/s per
 iteration summed (4 runs); a 1.5 s timed burst of 400 MB copies moves ~167-173 MB (partial sizes
 by nfs-ls). 16 clients x 20 MB x 3: 936 Mb/s overall. Unshaped: ~2.7 Gb/s for one copy. ganesha
 serves 0.12-0.29 s after start and exits 0.15-0.19 s after SIGTERM.
-Through the delay line (hardware/delayline) nfs-cp is window-bound: it writes 1 MB and waits for
-the reply, so one client gets ~101 Mb/s at 50 ms RTT and ~40 Mb/s at 128 ms (4 clients: 146).
+Those figures are from nfs-cp; with longhaul-nfswrite (2026-11): 2 clients x 50 MB x 2 iterations
+461-552 Mb/s per copy, 1013 Mb/s per iteration summed; the timed burst 187 MB in 1.61 s. Through
+the delay line nfs-cp was window-bound (one 1 MB WRITE per round trip: ~101 Mb/s at 50 ms RTT,
+~40-59 Mb/s at 128 ms); the writer's window is not (test_lab_tools, bench/RESULTS-nfs.md).
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -21,6 +24,7 @@ import struct
 import subprocess
 import time
 from pathlib import Path, PurePosixPath
+from types import SimpleNamespace
 
 import pytest
 from lab_support import requires_lab
@@ -48,7 +52,8 @@ def spec(**kw) -> BurstSpec:
 def test_tool_shape():
     tool = nfs.Nfs()
     assert tool.name == "nfs" and tool.shared_servers is False and tool.sets_cca is False
-    assert set(tool.executables) == {"ganesha.nfsd", "nfs-cp", "nfs-ls"}
+    assert set(tool.executables) == {"ganesha.nfsd", str(nfs_client.helper_path())}
+    assert nfs_client.helper_path().name == "longhaul-nfswrite"
 
 
 def test_server_spec():
@@ -65,7 +70,23 @@ def test_client_argv_sized_burst():
     argv = nfs.Nfs().client(spec(bytes=200_000_000))
     assert argv[1:] == ["-m", "longhaul.drivers.nfs_client", "--server", "D1", "--port", "5201",
                         "--mount-port", "15201", "--clients", "2", "--file-bytes", "50000000",
-                        "--iterations", "2", "--workdir", "/w/b0"]
+                        "--iterations", "2"]
+    windowed = nfs.Nfs().client(spec(bytes=200_000_000, options={"clients": 2, "window": 1 << 20}))
+    assert windowed[-2:] == ["--window", "1048576"]
+
+
+def test_window_option_is_checked_with_the_config():
+    flow = SimpleNamespace(file_bytes=10**9, bytes=None, options={"window": 8 << 20})
+    assert nfs._check_flow(flow) is None
+    for bad in (100, 2**31, "8MB", 1.5, True):
+        flow.options["window"] = bad
+        assert "options.window" in nfs._check_flow(flow), bad
+
+
+def test_writer_argv():
+    url = nfs_client.copy_url("D1", 5201, 15201, "c0-1-0.bin")
+    assert nfs_client.write_argv(10**9, url) == [str(nfs_client.helper_path()), "--bytes", "1000000000", url]
+    assert nfs_client.write_argv(5, url, 1 << 20)[2:5] == ["5", "--window", "1048576"]
 
 
 def test_client_argv_timed_burst():
@@ -180,20 +201,62 @@ def test_stale_copies_keep_each_clients_newest():
 
 # ------------------------------------------------------------------------------ client side
 
-def test_copy_url_and_ls_parsing():
+def test_copy_url():
     assert nfs_client.copy_url("D1", 5201, 15201, "c0-1-0.bin") == \
         "nfs://D1/export/c0-1-0.bin?version=3&nfsport=5201&mountport=15201"
     assert nfs_client.copy_url("fd00::2", 1, 2, "x").startswith("nfs://[fd00::2]/export/x?")
-    ls = ("-rw-rw----  1     0     0     50000000 c1-348706529-1.bin\n"
-          "-rw-rw----  1     0     0     49283072 c1-348711009-0.bin\n"
-          "drwxr-xr-x  2     0     0         4096 sub\n")
-    assert nfs_client.parse_ls(ls) == {"c1-348706529-1.bin": 50_000_000, "c1-348711009-0.bin": 49_283_072}
 
 
-def test_client_cli_needs_an_end(tmp_path):
+def test_client_cli_needs_an_end_and_a_sane_window():
+    base = ["--server", "x", "--port", "1", "--mount-port", "2", "--file-bytes", "10"]
     with pytest.raises(SystemExit):
-        nfs_client.main(["--server", "x", "--port", "1", "--mount-port", "2", "--file-bytes", "10",
-                         "--workdir", str(tmp_path)])
+        nfs_client.main(base)
+    with pytest.raises(SystemExit):
+        nfs_client.main([*base, "--iterations", "1", "--window", "100"])
+
+
+def _fake_writer(tmp_path, monkeypatch, body: str) -> None:
+    """A stand-in for longhaul-nfswrite with the same argv and last lines (the real one is run by
+    the lab tests below): what nfs_client does with copies that finish, fail or are stopped."""
+    writer = tmp_path / "nfswrite"
+    writer.write_text("#!/bin/sh\n" + body)
+    writer.chmod(0o755)
+    monkeypatch.setenv("LONGHAUL_NFSWRITE", str(writer))
+
+
+def _client_lines(capsys, argv) -> tuple[int, list[dict]]:
+    rc = nfs_client.main(["--server", "x", "--port", "1", "--mount-port", "2", *argv])
+    return rc, [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_client_runs_the_writer_per_copy_with_its_window(tmp_path, monkeypatch, capsys):
+    # the writer echoes its argv's --bytes back as nfs-cp's "copied N bytes" line
+    _fake_writer(tmp_path, monkeypatch, 'echo "$@" >> "$0.argv"; echo "copied $2 bytes"\n')
+    rc, lines = _client_lines(capsys, ["--clients", "2", "--file-bytes", "5000", "--iterations", "2",
+                                       "--window", "1048576"])
+    assert rc == 0
+    copies = [o["copy"] for o in lines if "copy" in o]
+    assert len(copies) == 4 and all(c["complete"] and c["bytes"] == 5000 for c in copies)
+    assert lines[-1]["summary"]["bytes"] == 20000 and lines[0]["start"]["window"] == 1048576
+    argv = (tmp_path / "nfswrite.argv").read_text().splitlines()
+    assert len(argv) == 4 and all(a.startswith("--bytes 5000 --window 1048576 nfs://x/export/c") for a in argv)
+
+
+def test_client_reports_a_short_write_as_failed_and_a_stopped_one_by_what_was_acknowledged(
+        tmp_path, monkeypatch, capsys):
+    _fake_writer(tmp_path, monkeypatch, 'echo "copied 17 bytes"\n')
+    rc, lines = _client_lines(capsys, ["--file-bytes", "5000", "--iterations", "3"])
+    copies = [o["copy"] for o in lines if "copy" in o]
+    assert rc == 1 and len(copies) == 1 and copies[0]["failed"] and not copies[0]["complete"]
+    # stopped at the deadline: the writer says how far the server acknowledged, on its way out
+    _fake_writer(tmp_path, monkeypatch, 'trap \'kill $!; echo "stopped after 4096 bytes"; exit 3\' TERM\n'
+                                        'sleep 30 >/dev/null 2>&1 & wait\n')
+    rc, lines = _client_lines(capsys, ["--file-bytes", "5000", "--duration", "0.5"])
+    assert rc == 0
+    copies = [o["copy"] for o in lines if "copy" in o]
+    assert len(copies) == 1 and copies[0]["complete"] is False and copies[0]["partial_bytes"] == 4096
+    assert {"client": 0, "iteration": 0, "bytes": 4096} in [o["partial"] for o in lines if "partial" in o]
+    assert lines[-1]["summary"]["partial_bytes"] == 4096
 
 
 # ------------------------------------------------------------------------------ parser
@@ -225,6 +288,15 @@ def test_parse_timed_burst_with_stopped_copies():
     assert len(r.extra["iterations"]) == 1                     # only complete copies make an iteration
     stopped = [c for c in r.extra["copies"] if not c["complete"]]
     assert sorted(c["partial_bytes"] for c in stopped) == [3_145_728, 9_437_184, 9_437_184]
+
+
+def test_parse_copies_the_writer_stopped_at_the_deadline():
+    r = nfs.parse(read("client_stopped_writer.out"), "", spec())
+    assert r.error is None and r.extra["complete"] == 0 and r.extra["incomplete"] == 2
+    assert r.bytes_received == 2 * 4_194_304                     # what the server acknowledged
+    assert abs(sum(i.bytes for i in r.receiver_intervals) - r.bytes_received) <= 10
+    # 8.4 MB in 1.6 s through the 50 Mbit shaper of the capture
+    assert 35 < r.bytes_received * 8 / r.seconds / 1e6 < 51
 
 
 def test_parse_failed_copies_and_garbage():
@@ -268,9 +340,11 @@ def _wait(cond, timeout, what):
 
 
 def _lab_skip() -> str | None:
-    for tool in ("ganesha.nfsd", "nfs-cp", "nfs-ls", "ss"):
+    for tool in ("ganesha.nfsd", "ss"):
         if shutil.which(tool) is None:
-            return f"{tool} is not installed (nfs-ganesha, nfs-ganesha-vfs, libnfs-utils)"
+            return f"{tool} is not installed (nfs-ganesha, nfs-ganesha-vfs)"
+    if not nfs_client.helper_path().exists():
+        return "longhaul-nfswrite is not built (make setup builds it)"
     if not Path("/usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so").exists() and \
             not list(Path("/usr/lib").glob("*/ganesha/libfsalvfs.so")):
         return "ganesha's FSAL VFS is not installed (nfs-ganesha-vfs)"
@@ -286,7 +360,7 @@ def _cca_of_nfs_sockets(ns: str, port: int) -> set[str]:
 @pytest.mark.lab
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(_lab_skip() is not None, reason=_lab_skip() or "")
-def test_lab_ganesha_and_nfs_cp(tmp_path):
+def test_lab_ganesha_and_the_windowed_writer(tmp_path):
     tool = nfs.Nfs()
     work = tmp_path / "work"
     work.mkdir()
@@ -354,7 +428,6 @@ def test_lab_ganesha_and_nfs_cp(tmp_path):
         _wait(lambda: len(list(export.iterdir())) == 2, 5, "the janitor to drop iteration 0")
         for f in export.iterdir():
             assert f.stat().st_size == FILE_BYTES and f.name.endswith("-1.bin"), f
-        assert not nfs_client.source_path(work, PORT).exists()
 
         # a timed burst shorter than its copies: stopped at the deadline, partial sizes reported
         timed = BurstSpec(receiver=B_IP, port=PORT, duration_s=1.5, bytes=None, workdir=PurePosixPath(work),

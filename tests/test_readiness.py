@@ -25,6 +25,7 @@ from ssh_lab import lab_skip_reason, ssh_lab
 
 from longhaul.appliance.run.preflight import needs_of
 from longhaul.core.errors import ConfigError
+from longhaul.drivers import nfs_client
 from longhaul.hardware.backends.ssh import check as ci
 from longhaul.hardware.backends.ssh import readiness as r
 from longhaul.hardware.backends.ssh.host_checks import CONNECT_TIMEOUT_S
@@ -87,7 +88,8 @@ def test_what_the_profiles_need():
     wants = ci.wants(needs_of(load_config(REPO / "config.toml", ["cubic-vs-bbr"])))
     assert wants == r.Wants(("iperf3",), ("cubic", "bbr"))
     wants = ci.wants(needs_of(load_config(REPO / "config.toml", ["nfs-shared"])))
-    assert {"ganesha.nfsd", "nfs-cp", "iperf3", "globus-url-copy"} <= set(wants.tools) and wants.ccas == ("cubic",)
+    writer = str(nfs_client.helper_path())
+    assert {"ganesha.nfsd", writer, "iperf3", "globus-url-copy"} <= set(wants.tools) and wants.ccas == ("cubic",)
 
 
 def test_a_receiver_must_name_its_test_address_when_gridftp_runs():
