@@ -151,8 +151,8 @@ def write(rows: list[dict]) -> str:
                      f"{r['goodput_mbps']} | {r['fraction_of_ceiling']} | {r['steady_fraction']} | "
                      f"{r['retransmits']} | {r['seconds_above_ceiling']} | {c['user']} | {c['system']} | "
                      f"{c['softirq']} | {c['delay line']} | {c['iperf3']} |")
-    lines += ["", "The idle RTT is verification's fping rounds: fping prints 0.1 ms above 10 ms and whole ms "
-              "above 100 ms, so at 128 ms it cannot show an error under 0.5 ms.", "",
+    lines += ["", "The idle RTT is verification's: 3 rounds of 10 ICMP echoes timed to the microsecond "
+              "(bench/RESULTS-idle-rtt.md has it at every RTT).", "",
               "Raw: ```" + json.dumps(rows) + "```", ""]
     return "\n".join(lines)
 

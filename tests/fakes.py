@@ -114,8 +114,10 @@ class FakeExecutor:
 
     def run(self, argv: list[str], timeout: float = 30.0, check: bool = True, input: str | None = None) -> Completed:
         self.lab.commands.append((self.name, list(argv)))
-        if argv[0] == "fping" and "-C" in argv:          # a burst: fping -C N -q prints to stderr
-            return Completed(argv, 0, "", self.lab.fping_line(argv[-1]) + "\n")
+        if argv[1:3] == ["-m", "longhaul.drivers.agents.icmp_echo"]:     # the idle RTT's echoes
+            count = int(argv[argv.index("--count") + 1])
+            return Completed(argv, 0, json.dumps({"target": argv[3], "socket": "raw", "size": 56,
+                                                  "rtts_ms": [self.lab.rtt_ms] * count}) + "\n", "")
         if argv == ["ss", "-lntH"]:                      # every listener: the servers started here
             ports = [a[a.index("-p") + 1] for h, a in self.lab.commands if h == self.name and "-p" in a
                      and ("-s" in a or "globus-gridftp-server" in a)]

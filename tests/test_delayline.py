@@ -29,6 +29,7 @@ import time
 import pytest
 
 from longhaul.collectors.live.host_cpu import StealMeter
+from longhaul.drivers.agents import icmp_echo
 from longhaul.hardware.delayline import helper as delayline
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -265,6 +266,15 @@ def test_lab_delay_and_bulk_transfer(helper_binary, tmp_path):
             if abs(med - want) <= 2.0:
                 break
         assert abs(closest[0] - want) <= 2.0, closest[1]
+        # the microsecond echo agent (what verification's idle RTT uses) reads the same path:
+        # never early either, beside fping's median, and finer than fping's 0.1 ms digits
+        echo = icmp_echo.parse(_run(*_nsx(NS_A, *icmp_echo.argv(B_IP, 30)), timeout=15).stdout)
+        assert None not in echo, echo
+        print(f"icmp_echo: min {min(echo):.4f} median {statistics.median(echo):.4f} ms "
+              f"(excess over {2 * ONE_WAY_MS} ms: {statistics.median(echo) - 2 * ONE_WAY_MS:.4f} ms)")
+        assert min(echo) >= 2 * ONE_WAY_MS, echo
+        assert abs(statistics.median(echo) - closest[0]) <= 1.0, (echo, closest[0])
+        assert any(round(r * 10) != r * 10 for r in echo), echo
 
         # (b) 1 Gbit bottleneck after the delay, buffer of one BDP.
         _run(*_nsx(NS_R, "tc", "qdisc", "add", "dev", "r1", "root", "tbf", "rate", "1gbit",
@@ -303,6 +313,8 @@ def test_lab_delay_and_bulk_transfer(helper_binary, tmp_path):
         for name, s in stats.items():
             assert s["packets"] > 0, (name, s)
             assert s["enobufs"] == 0 and s["nl_errors"] == 0, (name, s)
+            # holds run from the kernel's receive stamps (the helper keeps a stamping socket open)
+            assert s["stamped"] >= 0.99 * s["packets"] and 0 < s["handoff_us_mean"] < 10_000, (name, s)
         # GSO: the data direction moves super-packets, tens of kB each, not 1.5 kB frames
         assert stats["a->b"]["bytes"] / stats["a->b"]["packets"] > 10_000, stats["a->b"]
         assert not (tmp_path / "ab.ready").exists()  # helper removes it on exit

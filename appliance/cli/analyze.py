@@ -129,13 +129,13 @@ def advise(source: Path, rtt_ms: float, traces: Path | None = None, **filters):
 
 
 def measure_rtt(host: str) -> float:
-    """Section 5.1 step 1: the RTT to the destination, from this machine (fping bursts)."""
+    """Section 5.1 step 1: the RTT to the destination, from this machine (bursts of ICMP echoes)."""
     from longhaul.hardware.executors.process import LocalExecutor, ProcessTable
     from longhaul.hardware.path_rtt import idle_rtt
 
     rtt = idle_rtt(LocalExecutor("controller", ProcessTable()), host)
     if rtt is None:
-        raise RunError(f"no RTT to {host}: it did not answer fping (reachable? ICMP allowed?)")
+        raise RunError(f"no RTT to {host}: it did not answer ICMP echo (reachable? ICMP allowed?)")
     return rtt
 
 

@@ -1,6 +1,7 @@
 """Lab verification before every cell: is the realised lab the one the cell configured?
 
-Idle RTT: the median of three burst rounds (10 pings 1 ms apart) from S<probe> to D<probe>.
+Idle RTT: the median of three burst rounds (10 ICMP echoes 1 ms apart, timed to the microsecond by
+drivers/agents/icmp_echo.py) from S<probe> to D<probe>.
 Bottleneck rate: 4 to 16 TCP streams S1 -> D1 (more for larger BDPs) keep the shaper saturated
 while its own counters are read every 200 ms (collectors/live/shaper_meter.py); the rate is the byte
 counter's slope over saturated one-second windows. The receiver's goodput is recorded beside it.
@@ -102,7 +103,7 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, pha
         "rtt_ms": {"configured": topo.rtt_ms, "measured": measured_rtt},
         "rate_mbps": {"configured": topo.bottleneck_rate_mbps, "measured": measured_rate, "goodput": goodput},
         "queue_bytes": {"configured": topo.queue_bytes},
-        "method": {"rtt": "median of 3 rounds of 10 pings 1 ms apart",
+        "method": {"rtt": "median of 3 rounds of 10 ICMP echoes 1 ms apart, timed by kernel receive stamps",
                    "rate": f"shaper byte counter under {streams} {PROBE_CCA} streams, median over saturated 1 s windows"},
     }
 

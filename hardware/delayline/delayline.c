@@ -7,6 +7,13 @@
  * so the cost is per packet, not per byte; with NFQA_CFG_F_GSO the 64 KB GSO/GRO
  * aggregates of a veth path stay whole, which is what makes 1 Gb/s cheap.
  *
+ * A packet's hold runs from the kernel's receive stamp of it (NFQA_TIMESTAMP,
+ * which the kernel fills in while some socket asks for receive stamps: this
+ * program holds one open), not from when this program read its message: the
+ * hand-off to userspace (tens of microseconds on an idle box, more under load)
+ * is then part of the delay instead of added to it.  A packet with no usable
+ * stamp is held from its read, as before.
+ *
  * Measured (tests/test_delayline.py, Debian 12 VM, 2 shared cores, 25 ms each way):
  * RTT 0.07-0.19 ms -> median ~50.5 ms (min 50.3); iperf3 CUBIC through a 1 Gbit
  * tbf + 50 ms: 749-913 Mb/s over 10 s, ~950 Mb/s after slow start; ~1.8k pkt/s,
@@ -28,6 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <endian.h>
+#include <netinet/in.h>
 
 #include <libmnl/libmnl.h>
 #include <linux/netfilter.h>
@@ -43,6 +52,7 @@
 #define SLOT_BYTES 1024           /* one packet message is ~200 bytes */
 #define SLOTS 64                  /* messages per recvmmsg() */
 #define RECV_BUDGET 16            /* recvmmsg() calls before verdicts get a turn */
+#define HANDOFF_MAX_NS 1000000000ll /* an older stamp is a clock step, not a hand-off */
 
 struct held { uint32_t id; uint64_t due_ns; };
 
@@ -54,18 +64,47 @@ static struct {
 	struct held *ring;
 	uint32_t cap, head, count;      /* cap is a power of two */
 	uint64_t now_ns;                /* arrival stamp for the batch being parsed */
+	int64_t real_off_ns;            /* CLOCK_REALTIME - CLOCK_MONOTONIC at now_ns */
 	uint64_t packets, bytes, max_held, enobufs, late_ns_max, nl_errors, forced;
+	uint64_t stamped, handoff_ns_sum;
 } st;
 
 static volatile sig_atomic_t stop_flag;
 
 static void on_signal(int sig) { (void)sig; stop_flag = 1; }
 
-static uint64_t mono_ns(void)
+static uint64_t clock_ns(clockid_t clock)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+/* Stamps the batch about to be parsed: now, and the offset to read the kernel's
+ * (wall-clock) receive stamps on the monotonic clock. */
+static void stamp_batch(void)
+{
+	st.now_ns = mono_ns();
+	st.real_off_ns = (int64_t)(clock_ns(CLOCK_REALTIME) - st.now_ns);
+}
+
+/* When the packet reached this host, on the monotonic clock: the kernel's
+ * receive stamp (microseconds, rounded up so a hold is never short), or the
+ * batch's read time when there is none or it is implausible. */
+static uint64_t arrival_ns(const struct nlattr *stamp)
+{
+	if (!stamp || mnl_attr_get_payload_len(stamp) < sizeof(struct nfqnl_msg_packet_timestamp))
+		return st.now_ns;
+	const struct nfqnl_msg_packet_timestamp *ts = mnl_attr_get_payload(stamp);
+	int64_t real = (int64_t)be64toh(ts->sec) * 1000000000ll + (int64_t)be64toh(ts->usec) * 1000ll + 999;
+	int64_t mono = real - st.real_off_ns, handoff = (int64_t)st.now_ns - mono;
+	if (handoff < 0 || handoff > HANDOFF_MAX_NS)
+		return st.now_ns;
+	st.stamped++;
+	st.handoff_ns_sum += (uint64_t)handoff;
+	return (uint64_t)mono;
 }
 
 #define usage(f) fputs("usage: longhaul-delayline --queue N --delay-us D " \
@@ -154,7 +193,7 @@ static int on_message(const struct nlmsghdr *nlh, void *data)
 	}
 	struct held *h = &st.ring[(st.head + st.count) & (st.cap - 1)];
 	h->id = ntohl(ph->packet_id);
-	h->due_ns = st.now_ns + st.delay_ns;
+	h->due_ns = arrival_ns(attr[NFQA_TIMESTAMP]) + st.delay_ns;
 	st.count++;
 	if (st.count > st.max_held)
 		st.max_held = st.count;
@@ -191,7 +230,7 @@ static int drain(void)
 			perror("longhaul-delayline: recvmmsg");
 			return -1;
 		}
-		st.now_ns = mono_ns();
+		stamp_batch();
 		for (int i = 0; i < got; i++) {
 			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
 				st.nl_errors++;
@@ -226,7 +265,7 @@ static int config(struct nlmsghdr *nlh, const char *what)
 			if (errno == EINTR) continue;
 			break;
 		}
-		st.now_ns = mono_ns();
+		stamp_batch();
 		int ret = mnl_cb_run(buf, (size_t)n, seq, st.portid, on_message, NULL);
 		if (ret == MNL_CB_STOP)
 			return 0;
@@ -364,6 +403,13 @@ int main(int argc, char **argv)
 	    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz)) < 0)
 		perror("longhaul-delayline: receive buffer (continuing)");
 
+	/* Any socket that asks for receive stamps makes the kernel stamp every
+	 * packet it receives (a host-wide switch, counted per socket), so the
+	 * queue's messages carry NFQA_TIMESTAMP; the socket is never used. */
+	int on = 1, stamper = socket(AF_INET, SOCK_DGRAM, 0);
+	if (stamper < 0 || setsockopt(stamper, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0)
+		perror("longhaul-delayline: receive stamps (holding from each read instead)");
+
 	if (bind_queue((uint32_t)maxlen) < 0) {
 		mnl_socket_close(st.nl);
 		return 1;
@@ -405,14 +451,18 @@ int main(int argc, char **argv)
 		send_verdict_upto(st.ring[(st.head + st.count - 1) & (st.cap - 1)].id);
 	unbind_queue();
 	mnl_socket_close(st.nl);
+	if (stamper >= 0)
+		close(stamper);
 	if (ready)
 		unlink(ready); /* a stale ready file would fool the next poller */
 
 	printf("{\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"max_held\":%" PRIu64
 	       ",\"enobufs\":%" PRIu64 ",\"late_us_max\":%" PRIu64 ",\"nl_errors\":%" PRIu64
-	       ",\"forced\":%" PRIu64 ",\"queue\":%u,\"delay_us\":%" PRIu64 "}\n",
+	       ",\"forced\":%" PRIu64 ",\"queue\":%u,\"delay_us\":%" PRIu64
+	       ",\"stamped\":%" PRIu64 ",\"handoff_us_mean\":%.1f}\n",
 	       st.packets, st.bytes, st.max_held, st.enobufs, st.late_ns_max / 1000,
-	       st.nl_errors, st.forced, st.queue, delay_us);
+	       st.nl_errors, st.forced, st.queue, delay_us,
+	       st.stamped, st.stamped ? st.handoff_ns_sum / 1e3 / st.stamped : 0.0);
 	fflush(stdout);
 	free(st.ring);
 	return rc;
