@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from lab_support import our_namespaces, requires_lab, write_lab_config
 
 from longhaul.appliance.cli.app import main
@@ -51,6 +52,7 @@ name = "cubic-alone"
 
 
 @requires_lab
+@pytest.mark.lab
 def test_reno_instead_of_cubic_is_a_regression_named_in_the_diff(tmp_path, capsys):
     config = write_lab_config(tmp_path, SUITE.format(cca="cubic"), name="regression-t")
     assert main(["suite", "regression-t", "--config", str(config)]) == 0        # nothing to compare with yet
