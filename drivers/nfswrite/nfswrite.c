@@ -2,14 +2,14 @@
  * longhaul-nfswrite: copy N bytes from memory to a new file on an NFS server,
  * with up to --window bytes of WRITE calls in flight.
  *
- *   longhaul-nfswrite --bytes N [--window BYTES] [--chunk BYTES] nfs://server/export/file?version=3&...
+ *   longhaul-nfswrite --bytes N [--window BYTES] nfs://server/export/file?version=3&...
  *
  * libnfs' nfs-cp writes 1 MB and waits for the reply before the next, so one
  * copy moves at most 1 MB per round trip (~65 Mb/s at 128 ms).  A kernel NFS
  * client writes back dirty pages with many WRITE calls outstanding on one TCP
  * connection, so TCP's window, not the RPC loop, sets its rate: this keeps
  * that many bytes of WRITEs queued with libnfs' async API, one connection,
- * calls of --chunk bytes (default: the server's wtmax, at most 1 MB).
+ * calls of the server's wtmax (at most 1 MB) each.
  *
  * The file is created as nfs-cp creates it (O_CREAT|O_EXCL|O_TRUNC, 0660) and
  * the source is a zero buffer ("from local memory", seed 000).  Prints nfs-cp's
@@ -65,7 +65,7 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 
 static void usage(FILE *f)
 {
-	fputs("usage: longhaul-nfswrite --bytes N [--window BYTES] [--chunk BYTES] NFS-URL\n", f);
+	fputs("usage: longhaul-nfswrite --bytes N [--window BYTES] NFS-URL\n", f);
 }
 
 static void written(int err, struct nfs_context *nfs, void *data, void *private_data)
@@ -108,12 +108,10 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"bytes", required_argument, NULL, 'b'},
 		{"window", required_argument, NULL, 'w'},
-		{"chunk", required_argument, NULL, 'c'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	int c, have_bytes = 0;
-	uint64_t chunk = 0;
 	struct nfs_context *nfs;
 	struct nfs_url *url;
 	struct nfsfh *fh = NULL;
@@ -129,9 +127,6 @@ int main(int argc, char **argv)
 			break;
 		case 'w':
 			if (parse_u64(optarg, 4096, MAX_WINDOW, &st.window)) goto bad;
-			break;
-		case 'c':
-			if (parse_u64(optarg, 4096, MAX_CHUNK, &chunk)) goto bad;
 			break;
 		case 'h':
 			usage(stdout);
@@ -164,8 +159,6 @@ int main(int argc, char **argv)
 	st.chunk = nfs_get_writemax(nfs);
 	if (st.chunk > MAX_CHUNK)
 		st.chunk = MAX_CHUNK;
-	if (chunk && chunk < st.chunk)
-		st.chunk = chunk;
 	if (st.window < st.chunk)
 		st.window = st.chunk;       /* one call in flight: nfs-cp's loop */
 	zeros = calloc(1, st.chunk);
