@@ -277,6 +277,7 @@ class DpdkTestpmd:
     needs_link_facts = True     # frames are built at layer 2: next hop MAC, no ARP
     sends_from = "sender"
     resolves_own_address = False
+    setup_round_trips = 2
     option_keys = ("device", "pci", "hugepages_mb", "iface", "dst_mac", "src_ip", "dst_ip", "rx_iface", "frame_bytes",
                    "lcores", "cores", "mem_mb", "mbufs", "multi_flow")   # what a flow's [flows.options] may set
     rules = FlowRules(("udp",), check=check_flow)

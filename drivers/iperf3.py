@@ -103,6 +103,9 @@ class Iperf3:
     needs_link_facts = False
     sends_from = "sender"
     resolves_own_address = False
+    # connect, cookie -> PARAM_EXCHANGE, parameters -> CREATE_STREAMS, the streams' cookies ->
+    # TEST_START (tcp_info: a 1-stream client's data leaves 5 round trips after its start)
+    setup_round_trips = 4
     option_keys = ()   # what a flow's [flows.options] may set
     rules = FlowRules(("tcp", "udp"), declared_rate=True, multi_stream=True)
 

@@ -90,6 +90,8 @@ class Tool(Protocol):
     resolves_own_address: bool      # its server looks up the receiver's test address (GridFTP): real
                                     # hosts must resolve it (/etc/hosts or DNS), checked by preflight
     option_keys: tuple[str, ...]    # the keys a flow's `options` table may set for this tool
+    setup_round_trips: int          # round trips from its client's start to its first data byte, besides
+                                    # one connect per stream: the trial launches a burst that early
     rules: FlowRules                # what a flow declaration of this tool may say
 
     def prepare(self, spec: BurstSpec) -> tuple[list[list[str]], list[list[str]]]:

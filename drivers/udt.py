@@ -171,6 +171,7 @@ class Udt:
     needs_link_facts = False
     sends_from = "sender"
     resolves_own_address = False
+    setup_round_trips = 2
     option_keys = tuple(OPTION_FLAGS)   # what a flow's [flows.options] may set
     rules = FlowRules(("udp",))
 

@@ -26,7 +26,7 @@ import pytest
 from lab_support import write_lab_config
 
 from longhaul.appliance.run.trial import BASE_PORT, PORTS_PER_FLOW
-from longhaul.appliance.run.verify import PORT as VERIFY_PORT
+from longhaul.appliance.run.verify import probe_ports, probe_streams
 from longhaul.collectors.live.rtt_probe import _BURST_LOOP_SH
 from longhaul.collectors.live.shaper_meter import _LOOP_SH as SHAPER_LOOP_SH
 from longhaul.core.model import Strict
@@ -136,9 +136,12 @@ class FakeExecutor:
             self.lab.files[argv[-1]] = input or ""
         return Completed(argv, 0, "", "")
 
-    def stop_processes(self, procs: list, term_timeout: float = 3.0) -> None:
+    def stop_processes(self, procs: list, term_timeout: float = 3.0, sig: int = 15) -> None:
         for proc in procs:
-            proc.stop(term_timeout=term_timeout)
+            proc.stop(term_timeout=term_timeout, sig=sig)
+
+    def namespace(self) -> None:
+        return None             # a host of its own: a probe each
 
     def start(self, argv: list[str], label: str = "", stdout: Path | None = None,
               stderr: Path | None = None) -> FakeProcess:
@@ -210,8 +213,8 @@ class FakeLab:
             return math.inf, self._tcpinfo(host, ports)
         if LEG_AGENT in argv:
             return 0.0, self._leg_events(json.loads(self.files[argv[-1]]))
-        if argv[0] == "iperf3" and "-s" in argv and argv[argv.index("-p") + 1] == str(VERIFY_PORT):
-            return math.inf, IPERF3_SERVER.read_text()    # its report of the probe, once the client ended
+        if argv[0] == "iperf3" and "-s" in argv and int(argv[argv.index("-p") + 1]) in self._verify_ports():
+            return math.inf, self._verify_report()      # its report of the probe, once the client ended
         if (argv[0] == "iperf3" and "-s" in argv) or "globus-gridftp-server" in argv:
             return math.inf, ""
         if "longhaul.drivers.agents.port_meter" in argv:
@@ -227,6 +230,21 @@ class FakeLab:
         if argv[0] == "iperf3" and "-c" in argv:
             return 0.0, self.client_output()
         return 0.0, ""
+
+    def _verify_ports(self) -> set[int]:
+        return probe_ports(self._verify_streams())
+
+    def _verify_streams(self) -> int:
+        return probe_streams(self.spec.bottleneck_rate_mbps * 1e6 / 8 * self.settings.rtt_ms / 1e3)
+
+    def _verify_report(self) -> str:
+        """One of the probe's servers: its stream's share of the captured report of the whole path."""
+        report, share = json.loads(IPERF3_SERVER.read_text()), 1 / self._verify_streams()
+        for interval in report["intervals"]:
+            for part in (interval["sum"], *interval["streams"]):
+                part["bytes"] = int(part["bytes"] * share)
+                part["bits_per_second"] *= share
+        return json.dumps(report)
 
     def _meter_lines(self, seconds: int = 3) -> str:
         per_s = int(self.path.generator_mbps * 1e6 / 8)

@@ -72,6 +72,7 @@ class ToyTool:
     needs_link_facts = False
     sends_from = "sender"
     resolves_own_address = False
+    setup_round_trips = 2
     option_keys = ("payload",)
     rules = FlowRules(("udp",), declared_rate=True)
 

@@ -26,6 +26,7 @@ from longhaul.appliance.cli import app
 from longhaul.appliance.cli.progress import Progress
 from longhaul.appliance.config.load import load_config
 from longhaul.appliance.run.runner import Runner
+from longhaul.appliance.run.verify import MIN_STREAMS, probe_ports
 from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store.reader import load_store
 from longhaul.collectors.store.writer import FileRunWriter
@@ -62,10 +63,12 @@ def test_a_tiny_profile_runs_on_the_fake_lab_and_is_stored(tmp_path, monkeypatch
     (lab,) = backend.labs                            # one topology: one lab, torn down at the end
     assert lab.built and lab.torn_down
     started = [argv for _, argv in lab.commands if argv[0] == "iperf3" and "-c" in argv]
-    assert len(started) == 1 + 2 * 2                 # the verification's probe, 2 flows x 2 trials
+    assert len(started) == MIN_STREAMS + 2 * 2       # the verification's streams (a client each), 2 flows x 2 trials
+    probe = [argv for argv in started if int(argv[argv.index("-p") + 1]) in probe_ports(MIN_STREAMS)]
+    assert len(probe) == MIN_STREAMS and all(argv[argv.index("-P") + 1] == "1" for argv in probe)
     phases = json.loads((store.dir / fmt.MANIFEST).read_text())["phases"]     # where the time went
     assert list(phases) == ["session", "lab build", "fingerprint", "verify rtt", "verify rate", "trial set-up",
-                            "flows", "trial wind-down", "lab teardown"]
+                            "flows", "trial wind-down", "trial store", "lab teardown"]
     assert [phases[p]["n"] for p in ("lab build", "verify rate", "trial set-up", "flows", "trial wind-down")] == [1, 1, 2, 2, 2]
     assert all(p["s"] >= 0 for p in phases.values())
 

@@ -6,6 +6,7 @@ import json
 import socket
 import struct
 import time
+from pathlib import Path
 
 import pytest
 
@@ -97,13 +98,7 @@ def test_ipv6_sockets_show_v4_mapped_addresses_as_ipv4():
 
 
 class _Probe:
-    """A probe process that has printed `text` (Process's interface, as far as the sampler uses it)."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def read_stdout(self) -> str:
-        return self.text
+    """A probe process that has ended (Process's interface, as far as the sampler uses it)."""
 
     def read_stderr(self) -> str:
         return ""
@@ -116,11 +111,17 @@ class _Probe:
 
 
 class _Host:
+    """An executor of a host of its own whose probe prints `text` into its stdout file."""
+
     def __init__(self, text: str):
         self.text = text
 
+    def namespace(self):
+        return None
+
     def start(self, argv, label="", stdout=None, stderr=None):
-        return _Probe(self.text)
+        Path(stdout).write_text(self.text)
+        return _Probe()
 
 
 def test_a_sender_s_ticks_are_placed_on_the_trial_clock_by_the_wall_clock(tmp_path):

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from lab_support import requires_lab, scratch_namespace
 
-from longhaul.collectors.live.socket_sampler import parse_probe_line, probe_argv
+from longhaul.collectors.live.socket_sampler import SocketSampler, parse_probe_line, probe_argv
 from longhaul.drivers.agents.tcpinfo_probe import NATIVE
 from longhaul.hardware.backends.netns.lab import LAB_EHASH_ENTRIES, own_ehash
-from longhaul.hardware.executors.process import wait_until
+from longhaul.hardware.executors.process import MACHINE, NetnsExecutor, ProcessTable, wait_until
 
 pytestmark = [pytest.mark.lab, requires_lab]
 
@@ -34,15 +34,17 @@ def test_the_c_probe_prints_the_python_probe_s_lines_at_100_hz(tmp_path):
         wait_until(lambda: "5201" in subprocess.run([*netns, "ss", "-ltnH"], capture_output=True, text=True).stdout, 10)
         client = subprocess.Popen([*netns, "iperf3", "-c", "127.0.0.1", "-p", "5201", "-t", "4", "-b", "20M", "-C", "cubic"],
                                   stdout=subprocess.DEVNULL, start_new_session=True)
-        outs = {}
-        probes = {native: subprocess.Popen([*netns, *probe_argv([5201, 5999], 0.01, native)], stdout=subprocess.PIPE,
-                                           text=True, start_new_session=True) for native in (True, False)}
+        outs, files = {}, {native: tmp_path / f"native-{native}.jsonl" for native in (True, False)}
+        probes = {native: subprocess.Popen([*netns, *probe_argv([5201, 5999], 0.01, native)],
+                                           stdout=files[native].open("w"), start_new_session=True)
+                  for native in (True, False)}      # into files, as the sampler has them: a pipe would fill
         try:
             wait_until(lambda: client.poll() is not None, 20)
         finally:
             for native, proc in probes.items():
                 os.killpg(proc.pid, signal.SIGTERM)
-                outs[native] = proc.communicate(timeout=10)[0]
+                proc.wait(timeout=10)
+                outs[native] = files[native].read_text()
             for proc in (client, server):
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -83,3 +85,43 @@ def test_lab_namespaces_get_an_established_hash_table_of_their_own():
         assert int(own) == LAB_EHASH_ENTRIES
     finally:
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+@pytest.mark.skipif(not NATIVE.exists(), reason=f"{NATIVE} not built (make setup builds it)")
+def test_one_c_probe_reads_every_sender_namespace_of_the_machine(tmp_path):
+    """Senders that are namespaces of this machine share one probe process (100 wake-ups a second
+    at 100 Hz, not 100 per sender); each still gets its own file, with what a probe inside it sees."""
+    names = [f"lh-probe-{os.getpid()}-{k}" for k in (1, 2)]
+    procs, started = ProcessTable(), []
+    try:
+        for name in names:
+            subprocess.run(["ip", "netns", "add", name], check=True)
+            subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        hosts = {f"S{k}": NetnsExecutor(f"S{k}", name, procs) for k, name in enumerate(names, start=1)}
+        for k, host in enumerate(hosts.values()):
+            port = 5201 + k
+            server = host.start(["iperf3", "-s", "-p", str(port), "-1"])
+            wait_until(lambda h=host, p=port: str(p) in h.run(["ss", "-ltnH"]).stdout, 10)
+            started += [server, host.start(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "4", "-b", "10M"])]
+        inside = hosts["S2"].start(probe_argv([5201, 5202], 0.01), stdout=tmp_path / "inside.jsonl")
+        sampler = SocketSampler(hosts, {5201: "f1", 5202: "f2"}, tmp_path, period_s=0.01)
+        t0 = time.monotonic()
+        sampler.start(t0)
+        assert list(sampler._procs) == [MACHINE]                                  # one process for both
+        wait_until(lambda: all(p.poll() is not None for p in started[1::2]), 20)
+        samples = sampler.stop()
+        inside.stop()
+    finally:
+        procs.stop_all()
+        for name in names:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    per_host = {host: _ticks((tmp_path / f"tcpinfo-{host}.jsonl").read_text()) for host in hosts}
+    for host, ticks in per_host.items():
+        span = ticks[-1][0] - ticks[0][0]
+        assert span > 2 and len(ticks) / span >= 90, (host, len(ticks), span)        # 100 Hz in each
+    flows = {s.flow: max(x.sock.bytes_acked for x in samples if x.flow == s.flow) for s in samples}
+    assert set(flows) == {"f1", "f2"} and min(flows.values()) > 2_500_000             # 10 Mb/s for 4 s each
+    seen = {(s.src, s.sport, s.dst, s.dport) for _, socks in per_host["S2"] for s in socks}
+    seen_inside = {(s.src, s.sport, s.dst, s.dport) for _, socks in _ticks((tmp_path / "inside.jsonl").read_text())
+                   for s in socks}
+    assert seen == seen_inside and {k[3] for k in seen} == {5202}                   # that namespace's sockets only

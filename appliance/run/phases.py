@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 # the phases, in the order a run passes them (the manifest lists them so)
 ORDER = ("session", "lab build", "fingerprint", "verify rtt", "verify rate", "trial set-up", "flows",
-         "trial wind-down", "lab teardown")
+         "trial wind-down", "trial store", "lab teardown")
 
 
 class Phases:

@@ -169,7 +169,8 @@ class Runner:
             idle = entry.lab.measured_rtt_ms if entry.lab else None
             trial = run_trial(lab, spec, job.trial, trial_dir, idle, self.progress.tick,
                               self.choosers(spec) if self.choosers else None, phases=self.phases)
-            store.record_trial(entry, trial)
+            with self.phases("trial store"):
+                store.record_trial(entry, trial)
             self.progress.end_trial(trial.to_dict())
             if not trial.ok:
                 self.failed_cells.add(spec.id)

@@ -2,9 +2,9 @@
 
 Any traffic tool runs through its driver (drivers/tool.py): iperf3's long-lived servers are shared
 by a flow's bursts; other tools get a receiver per burst, started SERVER_LEAD_S ahead. A burst is
-launched early by the tool's set-up time ((2 + streams) round trips: control connection, parameter
-exchange, one connect per stream) so that data starts at the declared time; events.csv records
-when each burst was planned, launched and when its process ended.
+launched early by the tool's set-up time (its `setup_round_trips` plus one connect per stream: iperf3's
+control connection, cookie, parameter exchange and test start take 4) so that data starts at the
+declared time; events.csv records when each burst was planned, launched and when its process ended.
 
 A flow may have a chooser (`Chooser`): just before each of its bursts starts, it is handed the RTT
 probe's rounds so far and returns the congestion control for that burst with a note of why
@@ -121,8 +121,8 @@ class FlowRun:
         return self.ports[burst.index % len(self.ports)]
 
 
-def setup_lead_s(flow: Flow, rtt_ms: float) -> float:
-    return (2 + flow.streams) * rtt_ms / 1000.0
+def setup_lead_s(tool: Tool, flow: Flow, rtt_ms: float) -> float:
+    return (tool.setup_round_trips + flow.streams) * rtt_ms / 1000.0
 
 
 def burst_spec(run: FlowRun, burst: Burst, cell, workdir: Path, facts: dict, receiver: str | None = None) -> BurstSpec:
@@ -199,7 +199,7 @@ def _set_up(lab, spec: CellSpec, trial_dir: Path, idle_rtt_ms: float | None, cho
             for i, f in enumerate(cell.flows)]
     for run in runs:
         facts = _facts(lab, run)
-        lead = setup_lead_s(run.flow, rtt_for_lead)
+        lead = setup_lead_s(run.tool, run.flow, rtt_for_lead)
         for b in bursts(run.flow):
             work = raw / "work" / f"{run.flow.name}-b{b.index}"
             if not run.tool.shared_servers:     # file-moving tools keep their files here

@@ -2,11 +2,14 @@
 
 Idle RTT: the median of three burst rounds (10 ICMP echoes 1 ms apart, timed to the microsecond by
 drivers/agents/icmp_echo.py) from S<probe> to D<probe>.
-Bottleneck rate: 4 to 16 TCP streams S1 -> D1 (more for larger BDPs) keep the shaper saturated
-while its own counters are read every 200 ms (collectors/live/shaper_meter.py); the rate is the byte
-counter's slope over saturated one-second windows. The receiver's goodput is recorded beside it.
+Bottleneck rate: 8 to 16 TCP streams S1 -> D1 (more for larger BDPs) keep the shaper saturated
+while its own counters are read every 100 ms (collectors/live/shaper_meter.py); the rate is the byte
+counter's slope over saturated one-second windows. The receivers' goodput is recorded beside it.
 TCP, not a UDP flood, because TCP moves GSO super-packets, which the userspace delay line carries
 cheaply, so the probe does not measure the delay line's packet rate instead of the shaper.
+Each stream is an iperf3 client and server of its own, all started together: one client connects
+its streams one after another, a round trip each after 4 of its own (16 streams at 128 ms: 2.6 s
+before the last one's first byte).
 """
 
 from __future__ import annotations
@@ -24,14 +27,17 @@ from longhaul.collectors.live.host_cpu import StealMeter
 from longhaul.collectors.live.shaper_meter import ShaperMeter, backlogged_rate, saturated_windows
 from longhaul.collectors.store.format import CALIBRATION_LABEL
 from longhaul.drivers import iperf3
+from longhaul.drivers.tool import listening_ports
 from longhaul.hardware.executors.process import CommandError, wait_until
 from longhaul.hardware.path_rtt import idle_rtt
 
-PORT = 5299
+PORT = 5299         # the probe's servers listen on PORT, PORT + 1, ... (probe_ports)
 # Enough streams that their socket buffers together cover the path even with the kernel's
 # default limits (a cell's `default` buffer allows ~4 MB per socket, a 1 Gb/s x 183 ms path needs
-# 23 MB in flight): the rate probe must saturate the shaper whatever the cell's tuning.
-MIN_STREAMS, MAX_STREAMS = 4, 16
+# 23 MB in flight): the rate probe must saturate the shaper whatever the cell's tuning. At least 8:
+# each is a client of its own, so a stream costs no round trip, and 8 initial windows fill a path
+# a slow-start round sooner than 4.
+MIN_STREAMS, MAX_STREAMS = 8, 16
 DEFAULT_SOCKET_BYTES = 4 * 2**20
 
 
@@ -39,6 +45,7 @@ def probe_streams(bdp_bytes: float) -> int:
     return max(MIN_STREAMS, min(MAX_STREAMS, math.ceil(3 * bdp_bytes / DEFAULT_SOCKET_BYTES)))
 PROBE_CCA = "cubic"
 WINDOW_S = 1.0       # the shaper's rate is measured over saturated windows this long
+METER_PERIOD_S = 0.1     # its counters are read this often: a saturated window begins, and is seen, sooner
 # Above this share of CPU time taken by the hypervisor during a probe, a refusal names the host.
 STARVED_STEAL_PCT = 10.0
 
@@ -104,52 +111,72 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, pha
         "rate_mbps": {"configured": topo.bottleneck_rate_mbps, "measured": measured_rate, "goodput": goodput},
         "queue_bytes": {"configured": topo.queue_bytes},
         "method": {"rtt": "median of 3 rounds of 10 ICMP echoes 1 ms apart, timed by kernel receive stamps",
-                   "rate": f"shaper byte counter under {streams} {PROBE_CCA} streams, median over saturated 1 s windows"},
+                   "rate": f"shaper byte counter under {streams} {PROBE_CCA} streams (a client each), median over "
+                           "saturated 1 s windows"},
     }
 
 
 def measure_rate(lab, rtt_ms: float, saturated_s: float, out_dir: Path, streams: int = MIN_STREAMS
                  ) -> tuple[float | None, float | None]:
-    """(shaper rate, receiver goodput) in Mb/s. The probe runs until the shaper has stayed saturated
-    for `saturated_s` (whole one-second windows; its slow start is not waited out on a clock, as a
-    fixed 12 round trips were), or until ramp_limit_s + saturated_s have passed."""
+    """(shaper rate, receivers' goodput) in Mb/s. The probe runs until the shaper has stayed
+    saturated for `saturated_s` (whole one-second windows; its slow start is not waited out on a
+    clock, as a fixed 12 round trips were), or until ramp_limit_s + saturated_s have passed."""
     receiver, sender = lab.executor("D1"), lab.executor("S1")
     link = lab.topo.bottleneck()
-    server_out = out_dir / "verify-server.json"
-    server = receiver.start(iperf3.server_argv(PORT), label="verify-server", stdout=server_out)
+    ports = probe_ports(streams)
+    server_outs = [out_dir / f"verify-server-{k}.json" for k in range(1, streams + 1)]
+    servers = [receiver.start(iperf3.server_argv(port), label=f"verify-server-{port}", stdout=out)
+               for port, out in zip(ports, server_outs)]
     windows = math.ceil(saturated_s / WINDOW_S)
     try:
-        probe = ["ss", "-ltnH", "sport", "=", f":{PORT}"]
-        wait_until(lambda: server.poll() is not None or bool(receiver.run(probe, check=False).stdout.strip()),
-                   timeout=10, what="verification iperf3 server")
+        wait_until(lambda: any(s.poll() is not None for s in servers) or ports <= _listening(receiver),
+                   timeout=10, what="verification iperf3 servers")
         limit = ramp_limit_s(rtt_ms) + saturated_s
-        argv = iperf3.client_argv(lab.address("D1"), PORT, duration_s=round(limit, 1), streams=streams, cca=PROBE_CCA)
-        with ShaperMeter(lab.executor(link.a.host), link.a.ifname, out_dir / "verify-shaper.txt",
+        with ShaperMeter(lab.executor(link.a.host), link.a.ifname, out_dir / "verify-shaper.txt", METER_PERIOD_S,
                          router=lab.router_os(link.a.host)) as meter:
-            client = sender.start(argv, label="verify-client", stdout=out_dir / "verify-rate.json")
+            clients = [sender.start(iperf3.client_argv(lab.address("D1"), port, duration_s=round(limit, 1), cca=PROBE_CCA),
+                                    label=f"verify-client-{port}", stdout=out_dir / f"verify-rate-{k}.json")
+                       for k, port in enumerate(ports, start=1)]
             try:
-                wait_until(lambda: client.poll() is not None
+                wait_until(lambda: all(c.poll() is not None for c in clients)
                            or len(saturated_windows(meter.read(), WINDOW_S)) >= windows,
                            timeout=limit + 30, interval=0.1, what="the verification's rate probe")
-            finally:
-                client.stop(sig=signal.SIGINT)      # iperf3 ends its test and the server reports it
-        try:            # the server's report of what it received: written once it has seen the test end
-            wait_until(lambda: server.poll() is not None or _received(server_out.read_text(errors="replace")),
-                       timeout=3 + 2 * rtt_ms / 1000, what="the verification server's report")
+            finally:        # iperf3 ends its test and the server reports it
+                sender.stop_processes(clients, sig=signal.SIGINT)
+        try:            # the servers' reports of what they received: written once they saw the test end
+            wait_until(lambda: any(s.poll() is not None for s in servers) or _received(_texts(server_outs)) is not None,
+                       timeout=3 + 2 * rtt_ms / 1000, what="the verification servers' reports")
         except TimeoutError:
             pass        # no goodput then: it is recorded beside the rate, not judged
     finally:
-        server.stop()
+        receiver.stop_processes(servers)
     rate = backlogged_rate(meter.samples, WINDOW_S)
-    return (None if rate is None else round(rate, 3)), _received(server_out.read_text(errors="replace"))
+    return (None if rate is None else round(rate, 3)), _received(_texts(server_outs))
 
 
-def _received(server_text: str) -> float | None:
-    """The receiver's median goodput (Mb/s) over the probe's whole seconds after its first, from the
-    iperf3 server's JSON report; None until the report is complete."""
+def probe_ports(streams: int) -> set[int]:
+    return {PORT + k for k in range(streams)}
+
+
+def _listening(receiver) -> set[int]:
+    return listening_ports(receiver.run(["ss", "-lntH"], check=False).stdout)
+
+
+def _texts(paths: list[Path]) -> list[str]:
+    return [path.read_text(errors="replace") if path.exists() else "" for path in paths]
+
+
+def _received(server_texts: list[str]) -> float | None:
+    """The receivers' median goodput (Mb/s) over the probe's whole seconds after its first, summed
+    second by second over the servers' iperf3 JSON reports (one server per stream, all started
+    together); None until every report is complete."""
     try:
-        intervals = iperf3.parse(server_text).intervals
+        reports = [iperf3.parse(text).intervals for text in server_texts]
     except ValueError:
         return None
-    goodputs = [iv.bytes * 8 / iv.seconds / 1e6 for iv in intervals[1:] if iv.seconds > 0.5]
+    goodputs = []
+    for k in range(1, min(map(len, reports), default=0)):
+        seconds = [r[k].seconds for r in reports]
+        if min(seconds) > 0.5:
+            goodputs.append(sum(r[k].bytes for r in reports) * 8 / statistics.mean(seconds) / 1e6)
     return round(statistics.median(goodputs), 3) if goodputs else None

@@ -2,9 +2,12 @@
 otherwise, up to 100), keyed to flows by port.
 
 Each flow has its own server ports, so a socket belongs to the flow whose port is its destination.
-One long-lived probe process per sending host (drivers/tcpinfo/tcpinfo.c where the setup built it,
-else drivers/agents/tcpinfo_probe.py; both read sock_diag netlink and print the same lines)
-writes JSON lines; a reader thread follows them for the live display, and stop() parses them all.
+One long-lived probe process per sending machine (drivers/tcpinfo/tcpinfo.c where the setup built
+it, else drivers/agents/tcpinfo_probe.py; both read sock_diag netlink and print the same lines)
+writes JSON lines, a file per sending host; a reader thread follows them for the live display, and
+stop() parses them all. Senders that are namespaces of one machine (Executor.namespace) share one
+C probe there, which reads each namespace through a socket of its own: at 100 Hz, eight probes'
+wake-ups cost more than their dumps (bench/RESULTS-sampler.md).
 """
 
 from __future__ import annotations
@@ -43,13 +46,23 @@ class Sample:
                 s.rttvar_ms, s.retrans_total, rate, s.bytes_acked]
 
 
-def probe_argv(ports: list[int], period_s: float, native: bool | None = None) -> list[str]:
+def probe_argv(ports: list[int], period_s: float, native: bool | None = None,
+               namespaces: dict[str, Path] | None = None) -> list[str]:
     """The probe in C where the setup built it (native None: if it is there), else in Python; both
-    print the same lines."""
+    print the same lines. namespaces: namespace path -> the file its lines go to, read by one C
+    probe (on stdout, without it, the namespace the probe runs in)."""
     args = ["--period", f"{period_s:g}", "--ports", ",".join(str(p) for p in sorted(ports))]
-    if NATIVE_PROBE.exists() if native is None else native:
+    for path, out in (namespaces or {}).items():
+        args += ["--netns", f"{path}={Path(out).resolve()}"]
+    if _native(native):
         return [str(NATIVE_PROBE), *args]
+    if namespaces:
+        raise ValueError("only the C probe reads several namespaces")
     return [sys.executable, "-m", "longhaul.drivers.agents.tcpinfo_probe", *args]
+
+
+def _native(native: bool | None) -> bool:
+    return NATIVE_PROBE.exists() if native is None else native
 
 
 # A probe's tick time below this is CLOCK_MONOTONIC (an older longhaul on the host printed that,
@@ -104,17 +117,27 @@ class SocketSampler:
     def start(self, t0: float) -> None:
         self._t0 = t0
         self._wall0 = time.time() - (time.monotonic() - t0)      # t0 on the wall clock the probes print
+        ports = list(self.ports)
+        machines: dict[str, tuple[Executor, dict[str, Path]]] = {}
         for host, executor in self.senders.items():
-            self._procs[host] = executor.start(probe_argv(list(self.ports), self.period_s, self.native), label=f"tcpinfo-{host}",
-                                               stdout=self._out(host), stderr=self.workdir / f"tcpinfo-{host}.err")
+            where = executor.namespace() if _native(self.native) else None
+            if where is None:
+                self._procs[host] = executor.start(probe_argv(ports, self.period_s, self.native), label=f"tcpinfo-{host}",
+                                                   stdout=self._out(host), stderr=self.workdir / f"tcpinfo-{host}.err")
+            else:
+                machine, path = where
+                machines.setdefault(machine.name, (machine, {}))[1][path] = self._out(host)
+        for name, (machine, outputs) in machines.items():
+            self._procs[name] = machine.start(probe_argv(ports, self.period_s, True, outputs), label=f"tcpinfo-{name}",
+                                              stderr=self.workdir / f"tcpinfo-{name}.err")
         self._thread = threading.Thread(target=self._follow, name="socket-sampler", daemon=True)
         self._thread.start()
 
     def _follow(self) -> None:
         """Keep the newest tick of every host for current(); the files are parsed whole at stop()."""
-        offsets = {host: 0 for host in self._procs}
+        offsets = {host: 0 for host in self.senders}
         while not self._stop.wait(0.5):
-            for host in self._procs:
+            for host in self.senders:
                 try:
                     with open(self._out(host)) as handle:
                         handle.seek(offsets[host])
@@ -154,8 +177,8 @@ class SocketSampler:
             self._thread.join(timeout=5)
         for proc in self._procs.values():
             proc.stop()
-        for host, proc in self._procs.items():
-            for line in proc.read_stdout().splitlines():
+        for host in self.senders:
+            for line in _read(self._out(host)).splitlines():
                 tick = parse_probe_line(line)
                 if tick is None:
                     continue
@@ -163,10 +186,18 @@ class SocketSampler:
                 t_s = round(tick[0] - (self._wall0 if tick[0] > WALL_CLOCK_FROM else self._t0), 3)
                 for flow, socks in self._by_flow(tick[1]).items():
                     self.samples.extend(Sample(t_s, flow, sock) for sock in socks)
+        for name, proc in self._procs.items():
             if proc.poll() not in (0, None, -15):
-                log.warning("tcp_info probe on %s exited %s: %s", host, proc.poll(), proc.read_stderr()[-300:])
+                log.warning("tcp_info probe on %s exited %s: %s", name, proc.poll(), proc.read_stderr()[-300:])
         self.samples.sort(key=lambda s: s.t_s)
         return self.samples
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:         # a probe that never started: no ticks, which the trial reports
+        return ""
 
 
 def control_sockets(samples: list[Sample]) -> set[tuple[str, int]]:

@@ -140,14 +140,24 @@ class Executor:
         return proc
 
 
-    def stop_processes(self, procs: list, term_timeout: float = 3.0) -> None:
-        """Stop several processes this executor started, each with its escalating stop."""
+    def namespace(self) -> tuple[Executor, str] | None:
+        """(an executor of the machine this host is a network namespace of, the namespace's path
+        there), or None for a host that is a machine of its own: a collector can then read several
+        such hosts from one process on their machine (the tcp_info probe's --netns)."""
+        return None
+
+    def stop_processes(self, procs: list, term_timeout: float = 3.0, sig: int = signal.SIGTERM) -> None:
+        """Stop several processes this executor started, each with its escalating stop from `sig`."""
         for proc in procs:
-            proc.stop(term_timeout=term_timeout)
+            proc.stop(term_timeout=term_timeout, sig=sig)
 
 
 class LocalExecutor(Executor):
     pass
+
+
+MACHINE = "machine"         # the executor of the machine that holds a NetnsExecutor's namespace
+NETNS_DIR = "/run/netns"    # where `ip netns add` names a namespace
 
 
 class NetnsExecutor(Executor):
@@ -160,6 +170,9 @@ class NetnsExecutor(Executor):
 
     def wrap(self, argv: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self.netns, *argv]
+
+    def namespace(self) -> tuple[Executor, str]:
+        return LocalExecutor(MACHINE, self.procs), f"{NETNS_DIR}/{self.netns}"
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.02, what: str = "condition") -> None:

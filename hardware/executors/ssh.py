@@ -373,13 +373,14 @@ class SshExecutor(Executor):
             procs, self._started = self._started, []
         self.stop_processes(procs, term_timeout, kill_timeout)
 
-    def stop_processes(self, procs: list, term_timeout: float = 3.0, kill_timeout: float = 3.0) -> None:
-        """TERM to all their groups in one connection (one command to a slow host takes seconds,
-        and a connection per process at once overloads its sshd), then each process's own stop()
-        (KILL, then the local client)."""
+    def stop_processes(self, procs: list, term_timeout: float = 3.0, kill_timeout: float = 3.0,
+                       sig: int = signal.SIGTERM) -> None:
+        """`sig` (TERM) to all their groups in one connection (one command to a slow host takes
+        seconds, and a connection per process at once overloads its sshd), then each process's own
+        stop() (KILL, then the local client)."""
         live = [p for p in procs if p.poll() is None]
         groups = [p.remote_pgid for p in live if p.remote_pgid is not None]
-        if groups and self.signal_remote(groups, signal.SIGTERM):
+        if groups and self.signal_remote(groups, sig):
             deadline = time.monotonic() + term_timeout
             for proc in live:
                 try:

@@ -19,11 +19,20 @@ def write_csv(path: Path, header: list[str], rows: list[list]) -> None:
 
 
 def write_json(path: Path, data) -> None:
+    write_text(path, json_text(data) + "\n")
+
+
+def json_text(data, level: int = 0) -> str:
+    """The JSON every store file is written in (indent 1), as it reads nested `level` deep in one."""
+    text = json.dumps(data, indent=1, default=str)
+    return text.replace("\n", "\n" + " " * level) if level else text
+
+
+def write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w") as handle:
-        json.dump(data, handle, indent=1, default=str)
-        handle.write("\n")
+        handle.write(text)
     os.replace(tmp, path)
 
 

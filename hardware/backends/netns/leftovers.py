@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from longhaul.hardware.backends.netns.lab import NETNS_ETC, remove_namespace
+from longhaul.hardware.executors.process import NETNS_DIR
 from longhaul.hardware.topology import NS_PREFIX
 
 STATE_DIR = Path("/run/longhaul")
@@ -51,7 +52,7 @@ def _owner_alive(tag: str) -> bool:
 
 
 def list_namespaces() -> list[str]:
-    base = Path("/run/netns")
+    base = Path(NETNS_DIR)
     return sorted(p.name for p in base.iterdir()) if base.is_dir() else []
 
 
