@@ -138,8 +138,9 @@ def write(result: dict) -> str:
         f"{time.strftime('%Y-%m-%d', time.gmtime())}: {c['flows']} paced iperf3 flows on {c['senders']} senders "
         f"of the embedded lab, plus the RTT probe; CPU over {c['window_s']} s, three ways one after the other in "
         "one sitting: the product's sampler (one C probe, drivers/tcpinfo/tcpinfo.c, reading the machine's eight "
-        "sender namespaces), a C probe per sender (the product until this bench's change), and the Python probe "
-        "(drivers/agents/tcpinfo_probe.py) per sender, which is what runs where the C one is not built.", "",
+        "sender namespaces), a C probe per sender (what each sender of an SSH or qemu lab runs, and what the "
+        "embedded lab ran before), and the Python probe (drivers/agents/tcpinfo_probe.py) per sender, which runs "
+        "where the C one is not built.", "",
         "| probe | processes | rate achieved per sender | CPU, % of one core (all collectors) | of which the probes |",
         "|---|---|---|---|---|",
         f"| C, one for the machine | {c['processes']} | {c['achieved_hz']} Hz | {c['cpu_percent_of_one_core']} | "

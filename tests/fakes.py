@@ -30,6 +30,7 @@ from longhaul.appliance.run.verify import probe_ports, probe_streams
 from longhaul.collectors.live.rtt_probe import _BURST_LOOP_SH
 from longhaul.collectors.live.shaper_meter import _LOOP_SH as SHAPER_LOOP_SH
 from longhaul.core.model import Strict
+from longhaul.drivers import ss
 from longhaul.drivers.agents import dpdk_port
 from longhaul.drivers.agents.port_meter import COMMENT as ARRIVALS_COMMENT
 from longhaul.drivers.agents.replay_leg import MODULE as LEG_AGENT
@@ -46,7 +47,6 @@ from longhaul.hardware.topology import dumbbell
 
 DATA = Path(__file__).parent / "data"
 IPERF3_TCP = DATA / "iperf3_tcp_p2.json"   # 2 streams, 6 s: 302536432 bytes received in 6.00012 s
-IPERF3_SERVER = DATA / "iperf3_server_interrupted.json"    # a server's report of a client stopped by SIGINT
 TESTPMD = DATA / "dpdk" / "testpmd_timeout.txt"
 DPDK_PORT_AGENT = dpdk_port.__name__
 NAME = "fake"
@@ -67,6 +67,7 @@ class FakePath:
     dpdk_port: bool = False           # the senders have a DPDK port in the inventory (pair facts' pci)
     port_kept: bool = False           # giving that port back fails (dpdk_port restore exits 1)
     arrival_mbps: float = 8.0         # UDP payload the receivers' arrival meter counts per flow, per second
+    process_start_s: float = 0.0      # how long starting a process takes (an SSH host under TCG: seconds)
 
 
 class FakeProcess:
@@ -122,6 +123,8 @@ class FakeExecutor:
             ports = [a[a.index("-p") + 1] for h, a in self.lab.commands if h == self.name and "-p" in a
                      and ("-s" in a or "globus-gridftp-server" in a)]
             return Completed(argv, 0, "".join(f"LISTEN 0 5 *:{p} *:*\n" for p in ports), "")
+        if argv == ss.argv():                            # the verification probe's sockets at the receiver
+            return Completed(argv, 0, self.lab.probe_sockets(), "")
         if argv[0] == "ss":                              # readiness: something listens on the port
             return Completed(argv, 0, f"LISTEN 0 5 *:{argv[-1].lstrip(':')} *:*\n", "")
         if argv[0] == "iperf3" and "-c" in argv:         # the verification's rate probe
@@ -146,6 +149,7 @@ class FakeExecutor:
     def start(self, argv: list[str], label: str = "", stdout: Path | None = None,
               stderr: Path | None = None) -> FakeProcess:
         self.lab.commands.append((self.name, list(argv)))
+        time.sleep(self.lab.path.process_start_s)
         runs_s, output = self.lab.respond(self.name, argv)
         return FakeProcess(argv, self.name, label or argv[0], stdout, stderr, runs_s, output)
 
@@ -213,8 +217,6 @@ class FakeLab:
             return math.inf, self._tcpinfo(host, ports)
         if LEG_AGENT in argv:
             return 0.0, self._leg_events(json.loads(self.files[argv[-1]]))
-        if argv[0] == "iperf3" and "-s" in argv and int(argv[argv.index("-p") + 1]) in self._verify_ports():
-            return math.inf, self._verify_report()      # its report of the probe, once the client ended
         if (argv[0] == "iperf3" and "-s" in argv) or "globus-gridftp-server" in argv:
             return math.inf, ""
         if "longhaul.drivers.agents.port_meter" in argv:
@@ -227,24 +229,28 @@ class FakeLab:
             return 0.0, self._trex_lines(json.loads(argv[-1]))
         if argv[:2] == ["sh", "-c"] and "dpdk-testpmd" in argv[2]:
             return 0.0, TESTPMD.read_text()
+        if argv[0] == "iperf3" and "-c" in argv and int(argv[argv.index("-p") + 1]) in self._verify_ports():
+            return math.inf, self.client_output()      # the verification's probe: until it is stopped
         if argv[0] == "iperf3" and "-c" in argv:
             return 0.0, self.client_output()
         return 0.0, ""
+
+    def probe_sockets(self) -> str:
+        """`ss -tinH` on the receiver while the verification's probe runs: its sockets' bytes
+        received grow at the shaper's payload rate from the first time it is asked."""
+        now = time.monotonic()
+        self._probe_t0 = getattr(self, "_probe_t0", now)
+        rate = self.spec.bottleneck_rate_mbps * self.path.rate_factor * 1e6 / 8 * (self.spec.mtu - 52) / (self.spec.mtu + 14)
+        ports = sorted(self._verify_ports())
+        each = int(rate * (now - self._probe_t0) / len(ports))
+        return "".join(f"0 0 10.2.1.2:{port} 10.1.1.2:{40000 + k}\n\t cubic mss:1448 cwnd:10 bytes_received:{each}\n"
+                       for k, port in enumerate(ports))
 
     def _verify_ports(self) -> set[int]:
         return probe_ports(self._verify_streams())
 
     def _verify_streams(self) -> int:
         return probe_streams(self.spec.bottleneck_rate_mbps * 1e6 / 8 * self.settings.rtt_ms / 1e3)
-
-    def _verify_report(self) -> str:
-        """One of the probe's servers: its stream's share of the captured report of the whole path."""
-        report, share = json.loads(IPERF3_SERVER.read_text()), 1 / self._verify_streams()
-        for interval in report["intervals"]:
-            for part in (interval["sum"], *interval["streams"]):
-                part["bytes"] = int(part["bytes"] * share)
-                part["bits_per_second"] *= share
-        return json.dumps(report)
 
     def _meter_lines(self, seconds: int = 3) -> str:
         per_s = int(self.path.generator_mbps * 1e6 / 8)

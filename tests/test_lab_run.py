@@ -78,6 +78,8 @@ def test_run_end_to_end_stores_measures_and_reports(tmp_path):
     assert lab["ok"]
     assert abs(lab["rtt_ms"]["measured"] - 40) <= 2.0
     assert abs(lab["rate_mbps"]["measured"] - 50) <= 2.5
+    # the probe servers' reports, summed second by second: what TCP delivers through the shaper
+    assert 0.85 * 50 * 1448 / 1514 <= lab["rate_mbps"]["goodput"] <= 1.03 * 50 * 1448 / 1514, lab["rate_mbps"]
     assert lab["host_cpu_steal_pct"] is None or 0 <= lab["host_cpu_steal_pct"] <= 100
     assert len(cell["trials"]) == 2
     for trial in cell["trials"]:

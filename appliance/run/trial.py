@@ -209,8 +209,7 @@ def _set_up(lab, spec: CellSpec, trial_dir: Path, idle_rtt_ms: float | None, cho
     undo = _prepare(lab, runs)
     meter = _arrival_meter(lab, runs, raw)
     try:
-        shared = [_start_server(lab, run, run.launches[0].spec, port, raw / f"{run.flow.name}-server-{port}.json")
-                  for run in runs if run.tool.shared_servers for port in run.ports]
+        shared = _start_servers(lab, [(run, port) for run in runs if run.tool.shared_servers for port in run.ports], raw)
         meter.start()
     except BaseException:       # started servers and meters are the run's to stop; prepared files are ours
         _undo(undo)
@@ -287,12 +286,17 @@ def _undo(steps: list[tuple]) -> list[str]:
     return failed
 
 
-def _start_server(lab, run: FlowRun, spec: BurstSpec, port: int, out: Path) -> Process:
-    """Start a receiver and wait until it listens (shared servers: before the trial starts)."""
-    server_spec = run.tool.server(replace(spec, port=port))
-    proc = _launch_server(lab, run, server_spec, out)
-    _wait_ready(lab, run, proc, server_spec)
-    return proc
+def _start_servers(lab, ports: list[tuple[FlowRun, int]], raw: Path) -> list[Process]:
+    """Start the shared receivers, then wait until each listens (they come up together; shared
+    servers: before the trial starts)."""
+    started = []
+    for run, port in ports:
+        server_spec = run.tool.server(replace(run.launches[0].spec, port=port))
+        out = raw / f"{run.flow.name}-server-{port}.json"
+        started.append((run, server_spec, _launch_server(lab, run, server_spec, out)))
+    for run, server_spec, proc in started:
+        _wait_ready(lab, run, proc, server_spec)
+    return [proc for _, _, proc in started]
 
 
 def _with_cca(run: FlowRun, argv: list[str], cca: str | None = None) -> list[str]:

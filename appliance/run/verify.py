@@ -4,19 +4,19 @@ Idle RTT: the median of three burst rounds (10 ICMP echoes 1 ms apart, timed to 
 drivers/agents/icmp_echo.py) from S<probe> to D<probe>.
 Bottleneck rate: 8 to 16 TCP streams S1 -> D1 (more for larger BDPs) keep the shaper saturated
 while its own counters are read every 100 ms (collectors/live/shaper_meter.py); the rate is the byte
-counter's slope over saturated one-second windows. The receivers' goodput is recorded beside it.
+counter's slope over saturated one-second windows. The receivers' goodput (their sockets' bytes
+received while it was saturated) is recorded beside it.
 TCP, not a UDP flood, because TCP moves GSO super-packets, which the userspace delay line carries
 cheaply, so the probe does not measure the delay line's packet rate instead of the shaper.
-Each stream is an iperf3 client and server of its own, all started together: one client connects
-its streams one after another, a round trip each after 4 of its own (16 streams at 128 ms: 2.6 s
-before the last one's first byte).
+Each stream is an iperf3 client and server of its own, all started together, where a process starts
+in less than half a round trip of the path: one client connects its streams one after another, a
+round trip each after 4 of its own (16 streams at 128 ms: 2.6 s before the last one's first byte).
 """
 
 from __future__ import annotations
 
 import math
 import signal
-import statistics
 import time
 from pathlib import Path
 
@@ -26,7 +26,7 @@ from longhaul.appliance.run.phases import Phases
 from longhaul.collectors.live.host_cpu import StealMeter
 from longhaul.collectors.live.shaper_meter import ShaperMeter, backlogged_rate, saturated_windows
 from longhaul.collectors.store.format import CALIBRATION_LABEL
-from longhaul.drivers import iperf3
+from longhaul.drivers import iperf3, ss
 from longhaul.drivers.tool import listening_ports
 from longhaul.hardware.executors.process import CommandError, wait_until
 from longhaul.hardware.path_rtt import idle_rtt
@@ -111,8 +111,7 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, pha
         "rate_mbps": {"configured": topo.bottleneck_rate_mbps, "measured": measured_rate, "goodput": goodput},
         "queue_bytes": {"configured": topo.queue_bytes},
         "method": {"rtt": "median of 3 rounds of 10 ICMP echoes 1 ms apart, timed by kernel receive stamps",
-                   "rate": f"shaper byte counter under {streams} {PROBE_CCA} streams (a client each), median over "
-                           "saturated 1 s windows"},
+                   "rate": f"shaper byte counter under {streams} {PROBE_CCA} streams, median over saturated 1 s windows"},
     }
 
 
@@ -120,38 +119,72 @@ def measure_rate(lab, rtt_ms: float, saturated_s: float, out_dir: Path, streams:
                  ) -> tuple[float | None, float | None]:
     """(shaper rate, receivers' goodput) in Mb/s. The probe runs until the shaper has stayed
     saturated for `saturated_s` (whole one-second windows; its slow start is not waited out on a
-    clock, as a fixed 12 round trips were), or until ramp_limit_s + saturated_s have passed."""
+    clock, as a fixed 12 round trips were), or until ramp_limit_s + saturated_s have passed.
+    Each stream is a client and server of its own where starting a process costs less than half
+    the connect round trip it saves (the first server's start is timed): one client would connect
+    its streams one after another. Where starts are slow (a TCG VM over SSH: up to seconds each),
+    one client runs them all."""
     receiver, sender = lab.executor("D1"), lab.executor("S1")
     link = lab.topo.bottleneck()
-    ports = probe_ports(streams)
-    server_outs = [out_dir / f"verify-server-{k}.json" for k in range(1, streams + 1)]
-    servers = [receiver.start(iperf3.server_argv(port), label=f"verify-server-{port}", stdout=out)
-               for port, out in zip(ports, server_outs)]
+    started = time.monotonic()
+    servers = [_server(receiver, PORT, out_dir, 1)]
+    parallel = time.monotonic() - started < rtt_ms / 1000 / 2
+    ports = sorted(probe_ports(streams if parallel else 1))
+    servers += [_server(receiver, port, out_dir, k) for k, port in enumerate(ports[1:], start=2)]
     windows = math.ceil(saturated_s / WINDOW_S)
+    arrived: list[tuple[float, int]] = []        # (time, bytes the receiver's kernel got) while saturated
+
+    def done() -> bool:
+        """The shaper saturated for `windows` windows, and what arrived read twice in them, half a
+        window apart at least (where the meter's lines come in bulk, the windows do too)."""
+        full = len(saturated_windows(meter.read(), WINDOW_S))
+        if full >= 1 and not arrived:
+            arrived.append(_arrived(receiver, set(ports)))
+        elif full >= windows and time.monotonic() - arrived[0][0] >= WINDOW_S / 2:
+            arrived.append(_arrived(receiver, set(ports)))
+            return True
+        return False
+
     try:
-        wait_until(lambda: any(s.poll() is not None for s in servers) or ports <= _listening(receiver),
+        wait_until(lambda: any(s.poll() is not None for s in servers) or set(ports) <= _listening(receiver),
                    timeout=10, what="verification iperf3 servers")
         limit = ramp_limit_s(rtt_ms) + saturated_s
         with ShaperMeter(lab.executor(link.a.host), link.a.ifname, out_dir / "verify-shaper.txt", METER_PERIOD_S,
                          router=lab.router_os(link.a.host)) as meter:
-            clients = [sender.start(iperf3.client_argv(lab.address("D1"), port, duration_s=round(limit, 1), cca=PROBE_CCA),
+            clients = [sender.start(iperf3.client_argv(lab.address("D1"), port, duration_s=round(limit, 1),
+                                                       streams=1 if parallel else streams, cca=PROBE_CCA),
                                     label=f"verify-client-{port}", stdout=out_dir / f"verify-rate-{k}.json")
                        for k, port in enumerate(ports, start=1)]
             try:
-                wait_until(lambda: all(c.poll() is not None for c in clients)
-                           or len(saturated_windows(meter.read(), WINDOW_S)) >= windows,
+                wait_until(lambda: all(c.poll() is not None for c in clients) or done(),
                            timeout=limit + 30, interval=0.1, what="the verification's rate probe")
-            finally:        # iperf3 ends its test and the server reports it
+            finally:        # each client ends its test; the servers' reports stay in the raw files
                 sender.stop_processes(clients, sig=signal.SIGINT)
-        try:            # the servers' reports of what they received: written once they saw the test end
-            wait_until(lambda: any(s.poll() is not None for s in servers) or _received(_texts(server_outs)) is not None,
-                       timeout=3 + 2 * rtt_ms / 1000, what="the verification servers' reports")
-        except TimeoutError:
-            pass        # no goodput then: it is recorded beside the rate, not judged
     finally:
         receiver.stop_processes(servers)
     rate = backlogged_rate(meter.samples, WINDOW_S)
-    return (None if rate is None else round(rate, 3)), _received(_texts(server_outs))
+    return (None if rate is None else round(rate, 3)), _goodput(arrived)
+
+
+def _server(receiver, port: int, out_dir: Path, k: int):
+    return receiver.start(iperf3.server_argv(port), label=f"verify-server-{port}", stdout=out_dir / f"verify-server-{k}.json")
+
+
+def _arrived(receiver, ports: set[int]) -> tuple[float, int]:
+    """(the controller's clock in the middle of the read, bytes the receiver's kernel has received
+    on the probe's sockets): what arrived, not what the iperf3 servers have read, which a reader
+    this busy machine delayed reports a second late."""
+    before = time.monotonic()
+    text = receiver.run(ss.argv(), check=False).stdout
+    return (before + time.monotonic()) / 2, sum(s.bytes_received or 0 for s in ss.parse(text) if s.sport in ports)
+
+
+def _goodput(arrived: list[tuple[float, int]]) -> float | None:
+    """Mb/s between the first and the last read, both taken while the shaper was saturated."""
+    if len(arrived) < 2 or arrived[-1][0] <= arrived[0][0]:
+        return None
+    (t0, b0), (t1, b1) = arrived[0], arrived[-1]
+    return round((b1 - b0) * 8 / (t1 - t0) / 1e6, 3)
 
 
 def probe_ports(streams: int) -> set[int]:
@@ -160,23 +193,3 @@ def probe_ports(streams: int) -> set[int]:
 
 def _listening(receiver) -> set[int]:
     return listening_ports(receiver.run(["ss", "-lntH"], check=False).stdout)
-
-
-def _texts(paths: list[Path]) -> list[str]:
-    return [path.read_text(errors="replace") if path.exists() else "" for path in paths]
-
-
-def _received(server_texts: list[str]) -> float | None:
-    """The receivers' median goodput (Mb/s) over the probe's whole seconds after its first, summed
-    second by second over the servers' iperf3 JSON reports (one server per stream, all started
-    together); None until every report is complete."""
-    try:
-        reports = [iperf3.parse(text).intervals for text in server_texts]
-    except ValueError:
-        return None
-    goodputs = []
-    for k in range(1, min(map(len, reports), default=0)):
-        seconds = [r[k].seconds for r in reports]
-        if min(seconds) > 0.5:
-            goodputs.append(sum(r[k].bytes for r in reports) * 8 / statistics.mean(seconds) / 1e6)
-    return round(statistics.median(goodputs), 3) if goodputs else None
