@@ -35,8 +35,8 @@ PORT = 5299         # the probe's servers listen on PORT, PORT + 1, ... (probe_p
 # Enough streams that their socket buffers together cover the path even with the kernel's
 # default limits (a cell's `default` buffer allows ~4 MB per socket, a 1 Gb/s x 183 ms path needs
 # 23 MB in flight): the rate probe must saturate the shaper whatever the cell's tuning. At least 8:
-# each is a client of its own, so a stream costs no round trip, and 8 initial windows fill a path
-# a slow-start round sooner than 4.
+# where each is a client of its own a stream costs no round trip, and 8 initial windows fill a
+# path a slow-start round sooner than 4.
 MIN_STREAMS, MAX_STREAMS = 8, 16
 DEFAULT_SOCKET_BYTES = 4 * 2**20
 
