@@ -288,7 +288,12 @@ def test_telegraf_reads_the_escaped_lines_back_as_written(tmp_path):
 """)
     res = subprocess.run([str(BINARY), "--config", str(conf), "--test", "--test-wait", "1"],
                          capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stderr
+    # --test stops execd's process, and Telegraf's own readers of its pipes may then race the
+    # closed pipe ("read |0: file already closed"), which it counts as input errors and exits 1
+    # (CI, once in three runs under load): a race in its shutdown, not in the parse tested here
+    errors = [text for text in res.stderr.splitlines() if " E! " in text]
+    shutdown = [text for text in errors if "file already closed" in text or "input plugins recorded" in text]
+    assert res.returncode == 0 or (errors and errors == shutdown), res.stderr
     read = sorted((parse_line(text[2:]) for text in res.stdout.splitlines() if text.startswith("> ")),
                   key=lambda p: p[3])
     assert read == [(n, t, f, 1700000000000000000 + i) for i, (n, t, f) in enumerate(points)]
