@@ -176,7 +176,7 @@ def write(rows: list[dict]) -> str:
         c = r["cpu_percent"]
         lines.append(f"| {r['rate_mbps']} Mb/s | {r['rtt_ms']} ms | {r['idle_rtt_ms']} | {r['shaper_mbps']} | "
                      f"{r['goodput_mbps']} | {r['fraction_of_ceiling']} | "
-                     f"{r.get('slow_start_fraction', round(slow_start_fraction(r['rate_mbps'], r['rtt_ms'], FLOW_S), 3))} | "
+                     f"{r['slow_start_fraction']} | "
                      f"{r['steady_fraction']} | "
                      f"{r['retransmits']} | {r['seconds_above_ceiling']} | {c['user']} | {c['system']} | "
                      f"{c['softirq']} | {c['delay line']} | {c['iperf3']} |")

@@ -167,6 +167,7 @@ class FakeLab:
         self.built = False
         self.torn_down = False
         self.commands: list[tuple[str, list[str]]] = []
+        self._probe_t0: float | None = None       # when the verification's probe sockets were first read
         self.files: dict[str, str] = {}
 
     @property
@@ -239,7 +240,8 @@ class FakeLab:
         """`ss -tinH` on the receiver while the verification's probe runs: its sockets' bytes
         received grow at the shaper's payload rate from the first time it is asked."""
         now = time.monotonic()
-        self._probe_t0 = getattr(self, "_probe_t0", now)
+        if self._probe_t0 is None:
+            self._probe_t0 = now
         rate = self.spec.bottleneck_rate_mbps * self.path.rate_factor * 1e6 / 8 * (self.spec.mtu - 52) / (self.spec.mtu + 14)
         ports = sorted(self._verify_ports())
         each = int(rate * (now - self._probe_t0) / len(ports))
