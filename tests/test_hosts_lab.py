@@ -192,6 +192,40 @@ def test_a_freebsd_router_is_shaped_by_dummynet_and_restored(monkeypatch):
     assert lab.record["restored"] is True
 
 
+class EchoingHost(RecordingHost):
+    """A sender whose echoes to D1 answer with the least RTTs given, one reading after another."""
+
+    def __init__(self, name, log, readings):
+        super().__init__(name, log)
+        self.readings = readings
+
+    def run(self, argv, timeout=30.0, check=True, input=None):
+        if "longhaul.drivers.agents.icmp_echo" in argv:
+            least = self.readings.pop(0)
+            return Completed(argv, 0, json.dumps({"rtts_ms": [least + 0.5, least, None]}) + "\n", "")
+        return super().run(argv, timeout, check, input)
+
+
+def test_a_path_floor_read_while_busy_is_corrected_once_the_delay_is_set(monkeypatch):
+    """The floor read before shaping was 18 ms (busy TCG hops) on a 3 ms path: with 7 ms added, the
+    path's least RTT is 10 ms, below the configured 25. The lab sets the delay again for a 3 ms
+    floor (22 ms added: 11 each way) and reads 25 ms; nothing is left below the floor."""
+    lab, cleanup, log = freebsd_lab(monkeypatch)
+    readings = [18.0, 10.0, 25.0]
+    s1 = EchoingHost("S1", log, readings)
+    lab._executors["S1"] = s1
+    lab.build()
+    assert readings == [] and lab.record["path_rtt_checks_ms"] == [18.0, 10.0, 25.0]
+    assert lab.record["path_rtt_ms"] == 3.0 and lab.record["added_rtt_ms"] == 22.0
+    r1 = [argv for host, argv in log if host == "R1"]
+    configs = [argv for argv in r1 if argv[:4] == ["ipfw", "pipe", "50", "config"]]
+    assert [c[c.index("delay") + 1] for c in configs] == ["4", "11"], configs     # 7 ms, then 22 ms in all
+    assert r1.index(["ipfw", "pipe", "delete", "50"]) < r1.index(configs[1])      # undone before it is set again
+    log.clear()
+    assert cleanup.close() == []
+    assert [argv for host, argv in log if host == "R1"].count(["ipfw", "pipe", "delete", "50"]) == 1
+
+
 def test_a_freebsd_router_with_our_rule_numbers_taken_is_left_alone(monkeypatch):
     lab, _, log = freebsd_lab(monkeypatch, "00050 allow ip from any to any\n65535 deny ip from any to any\n")
     with pytest.raises(RuntimeError, match="already has ipfw rule 50"):

@@ -284,9 +284,12 @@ def test_no_stored_second_exceeds_what_the_bottleneck_can_pass(tmp_path):
         assert len(per_second) >= 9, (name, per_second)
         assert max(per_second.values()) <= ceiling * 1.03, (name, per_second)
         assert trial["collector"]["seconds_above_ceiling"] == 0
+        assert trial["collector"]["rtt_rounds_below_floor"] == 0 == trial["collector"]["tcpinfo_samples_below_floor"]
         busy = sorted(per_second.values())[len(per_second) // 2]
         assert busy >= 0.6 * ceiling, (name, per_second)          # the bottleneck was in use
     assert cells["udp"]["trials"][0]["collector"]["arrival_samples"] > 100       # the receivers' counters
+    checked = longhaul("invariants", str(run_dir), cwd=tmp_path)
+    assert checked.returncode == 0 and checked.stdout.strip() == "invariants: 0 of 3 trials break them", checked.stdout
     assert our_namespaces() == []
 
 
@@ -308,10 +311,10 @@ duration_s = 3
 """
 
 
-def _refused(tmp_path: Path) -> str:
-    """Run WRONGABLE in this process (so a test can change how the lab is built) with one
-    verification attempt; the cell must be refused before any trial: its error."""
-    config = load_config(write_lab_config(tmp_path, WRONGABLE, verify="attempts = 1"))
+def _refused(tmp_path: Path, profile: str = WRONGABLE) -> str:
+    """Run a profile (WRONGABLE) in this process (so a test can change how the lab is built) with
+    one verification attempt; the cell must be refused before any trial: its error."""
+    config = load_config(write_lab_config(tmp_path, profile, verify="attempts = 1"))
     store = Runner(config, Progress(Console(file=io.StringIO()), live=False)).run()
     (cell,) = store.cells
     assert cell.status == "refused" and cell.trials == [], (cell.status, cell.error)
@@ -344,3 +347,25 @@ def test_verification_refuses_a_lab_whose_delay_line_stopped(tmp_path, monkeypat
     monkeypatch.setattr(netns_lab.NetnsLab, "build", stopped)
     error = _refused(tmp_path)
     assert "idle RTT" in error or "no ping reply" in error, error
+
+
+def test_verification_refuses_a_pair_that_bypasses_the_routers(tmp_path, monkeypatch):
+    """Pair 1 crosses the routers; pair 2 is also wired straight to its receiver (a veth S2 <-> D2
+    with host routes each way), a path the delay never touches. Verification checks every pair's
+    path and refuses the cell for pair 2: its echoes are far below the configured 40 ms."""
+    build = netns_lab.NetnsLab.build
+
+    def bypassed(self):
+        build(self)
+        s2, d2 = (h for h in self.topo.hosts if h.name in ("S2", "D2"))
+        self.local.run(["ip", "link", "add", "lhbypass0", "netns", s2.netns, "type", "veth",
+                        "peer", "name", "lhbypass1", "netns", d2.netns])
+        for host, ifname, other in (("S2", "lhbypass0", "D2"), ("D2", "lhbypass1", "S2")):
+            executor = self.executor(host)
+            executor.run(["ip", "link", "set", ifname, "up"])
+            executor.run(["ip", "route", "replace", f"{self.address(other)}/32", "dev", ifname])
+
+    monkeypatch.setattr(netns_lab.NetnsLab, "build", bypassed)
+    error = _refused(tmp_path, WRONGABLE.replace("pairs = 1", "pairs = 2"))
+    assert "S2 -> D2: an echo took" in error and "below the configured propagation delay 40 ms" in error, error
+    assert "S1 -> D1" not in error, error            # the pair through the routers is right

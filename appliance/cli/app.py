@@ -28,7 +28,9 @@ from longhaul.appliance.run.jobs import plan
 from longhaul.appliance.run.preflight import check_ccas, check_tools, needs_of
 from longhaul.appliance.run.runner import Runner
 from longhaul.collectors.store import format as fmt
+from longhaul.collectors.store import invariants
 from longhaul.collectors.store.influx.mirror import preflight
+from longhaul.collectors.store.reader import StoreError, load_store
 from longhaul.collectors.store.records import CellEntry, FlowStats
 from longhaul.collectors.store.writer import FileRunWriter
 from longhaul.core.errors import ConfigError, PreflightError, RunError
@@ -89,6 +91,11 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--format", action="append", dest="formats", choices=["html", "pdf"])
     influx_cmd.report_options(report)
     report.set_defaults(func=cmd_report)
+
+    inv = sub.add_parser("invariants", help="check stored runs: no second above the bottleneck's payload ceiling, "
+                                            "no RTT below the configured propagation delay (exit 1 if any)")
+    inv.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    inv.set_defaults(func=cmd_invariants)
 
     clean = sub.add_parser("clean", help="remove what crashed longhaul runs left behind")
     clean.add_argument("--dry-run", action="store_true")
@@ -194,6 +201,22 @@ def cmd_report(args) -> int:
     for path in write_report(args.run_dir, tuple(args.formats or ("html", "pdf"))):
         print(path)
     return 0
+
+
+def cmd_invariants(args) -> int:
+    trials = broken = 0
+    for run_dir in args.run_dirs:
+        try:
+            checks = invariants.check_run(load_store(run_dir))
+        except StoreError as exc:
+            raise ConfigError(run_dir, None, ("RUN_DIR",), None, str(exc)) from None
+        trials += len(checks)
+        for check in checks:
+            broken += not check.ok
+            for line in invariants.describe(check):
+                print(f"{run_dir}: {line}")
+    print(f"invariants: {broken} of {trials} trials break them")
+    return 1 if broken else 0
 
 
 def cmd_clean(args) -> int:

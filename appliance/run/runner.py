@@ -21,7 +21,7 @@ from longhaul.appliance.run.jobs import Job, PlannedCell, plan, schedule
 from longhaul.appliance.run.phases import Phases
 from longhaul.appliance.run.preflight import check_ccas, check_tools, needs_of
 from longhaul.appliance.run.trial import Chooser, run_trial
-from longhaul.appliance.run.verify import verify
+from longhaul.appliance.run.verify import pair_rtts, rtt_problems, verify
 from longhaul.collectors.live.fingerprint import lab_fingerprint
 from longhaul.collectors.live.telegraf import TelegrafFleet
 from longhaul.collectors.store.fingerprint import CONTROLLER, FINGERPRINT, HOSTS
@@ -37,7 +37,6 @@ from longhaul.core.paths import REPO
 from longhaul.hardware.backends.base import LabSpec, LinkSettings, RunContext
 from longhaul.hardware.cleanup import CleanupStack, Interrupted, signals_raise
 from longhaul.hardware.executors.process import ProcessTable
-from longhaul.hardware.path_rtt import idle_rtt
 
 log = logging.getLogger(__name__)
 
@@ -184,11 +183,9 @@ class Runner:
         if not settings.enabled or self._verified_in.get(spec.id) == self._labs_built:
             return True
         if entry.lab and entry.lab.ok:
-            pair = spec.cell.probe.pair
             with self.phases("verify rtt"):
-                measured = idle_rtt(lab.executor(f"S{pair}"), lab.address(f"D{pair}"))
-            tolerance = entry.lab.tolerance.rtt_ms
-            if measured is not None and abs(measured - spec.cell.topology.rtt_ms) <= tolerance:
+                rtts = pair_rtts(lab, spec.cell.topology.pairs)
+            if not rtt_problems(rtts, spec.cell.topology.rtt_ms, entry.lab.tolerance.rtt_ms):
                 self._verified_in[spec.id] = self._labs_built
                 return True
         verification = Verification.from_dict(verify(lab, spec, settings, store.cell_dir(spec.id), self.phases))

@@ -55,6 +55,7 @@ from longhaul.drivers.result import Result
 from longhaul.drivers.tool import BurstSpec, ServerSpec, Shape, Tool
 from longhaul.hardware.backends.base import GENERATOR
 from longhaul.hardware.executors.process import Process, wait_until
+from longhaul.hardware.path_rtt import below_floor
 from longhaul.hardware.tuning import buffer_limit
 
 log = logging.getLogger(__name__)
@@ -431,7 +432,14 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, meter, idle_rtt_
                     trial_no, spec.id, len(above), max(v for _, v in above), max(above, key=lambda a: a[1])[0])
     flows = [{**_flow_summary(run), "observed_cca": _observed_cca(sampler.samples, run.flow.name)} for run in runs]
     ctrl = control_sockets(sampler.samples)
-    tcp_rows = [s.row() for s in sampler.samples if (s.sock.src, s.sock.sport) not in ctrl]
+    data_samples = [s for s in sampler.samples if (s.sock.src, s.sock.sport) not in ctrl]
+    tcp_rows = [s.row() for s in data_samples]
+    # below the configured propagation delay: as impossible as a second above the ceiling
+    low_rounds = sum(below_floor(s.rtt_ms, topology.rtt_ms) for s in probe.samples)
+    low_sockets = sum(below_floor(s.sock.srtt_ms or None, topology.rtt_ms) for s in data_samples)
+    if low_rounds or low_sockets:
+        log.warning("trial %d of %s: %d probe rounds and %d tcp_info samples below the configured %g ms RTT",
+                    trial_no, spec.id, low_rounds, low_sockets, topology.rtt_ms)
     rtt_rows = [[s.t_s, s.rtt_ms, s.sent, s.received, s.mode] for s in probe.samples]
     write_csv(trial_dir / THROUGHPUT_CSV, THROUGHPUT_COLUMNS, sorted(throughput_rows, key=lambda r: r[0]))
     write_csv(trial_dir / RTT_CSV, RTT_COLUMNS, rtt_rows)
@@ -449,7 +457,8 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, meter, idle_rtt_
         "rtt": rtt_stats((s.rtt_ms for s in probe.samples), idle_rtt_ms),
         "collector": {"socket_samples": len(sampler.samples), "sampler_ticks": sampler.ticks,
                       "rtt_rounds": len(probe.samples), "arrival_samples": sum(map(len, meter.series.values())),
-                      "seconds_above_ceiling": len(above)},
+                      "seconds_above_ceiling": len(above), "rtt_rounds_below_floor": low_rounds,
+                      "tcpinfo_samples_below_floor": low_sockets},
     })
 
 

@@ -1,7 +1,9 @@
 """Lab verification before every cell: is the realised lab the one the cell configured?
 
 Idle RTT: the median of three burst rounds (10 ICMP echoes 1 ms apart, timed to the microsecond by
-drivers/agents/icmp_echo.py) from S<probe> to D<probe>.
+drivers/agents/icmp_echo.py) from S<k> to D<k>, for every pair k (all at once): each within the
+tolerance, and no echo below the configured propagation delay, whatever the tolerance (a pair
+routed around the delay, or a lab that took more off the delay than its path has, is refused).
 Bottleneck rate: 8 to 16 TCP streams S1 -> D1 (more for larger BDPs) keep the shaper saturated
 while its own counters are read every 100 ms (collectors/live/shaper_meter.py); the rate is the byte
 counter's slope over saturated one-second windows. The receivers' goodput (their sockets' bytes
@@ -18,6 +20,7 @@ from __future__ import annotations
 import math
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from longhaul.appliance.config.load import VerifySection
@@ -29,7 +32,7 @@ from longhaul.collectors.store.format import CALIBRATION_LABEL
 from longhaul.drivers import iperf3, ss
 from longhaul.drivers.tool import listening_ports
 from longhaul.hardware.executors.process import CommandError, wait_until
-from longhaul.hardware.path_rtt import idle_rtt
+from longhaul.hardware.path_rtt import IdleRtt, below_floor, floor_limit, measure_idle
 
 PORT = 5299         # the probe's servers listen on PORT, PORT + 1, ... (probe_ports)
 # Enough streams that their socket buffers together cover the path even with the kernel's
@@ -71,6 +74,32 @@ def verify(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, phases: 
     return result
 
 
+def pair_rtts(lab, pairs: int) -> dict[int, IdleRtt | None]:
+    """Every pair's idle RTT, measured at once (a burst each, in parallel)."""
+    with ThreadPoolExecutor(max_workers=pairs) as pool:
+        found = pool.map(lambda k: measure_idle(lab.executor(f"S{k}"), lab.address(f"D{k}")), range(1, pairs + 1))
+        return dict(zip(range(1, pairs + 1), found))
+
+
+def rtt_problems(rtts: dict[int, IdleRtt | None], rtt_ms: float, tolerance_ms: float) -> list[str]:
+    """What is wrong with the pairs' idle RTTs: no reply, a median outside the tolerance, or any
+    echo below the configured propagation delay (impossible on a right lab: no tolerance)."""
+    problems = []
+    for k, idle in rtts.items():
+        path = f"S{k} -> D{k}"
+        if idle is None:
+            problems.append(f"{path}: no ping reply across the bottleneck")
+            continue
+        if abs(idle.median_ms - rtt_ms) > tolerance_ms:
+            problems.append(f"{path}: idle RTT {idle.median_ms:.1f} ms vs configured {rtt_ms:g} ms "
+                            f"(tolerance {tolerance_ms:.1f} ms)")
+        if below_floor(idle.min_ms, rtt_ms):
+            problems.append(f"{path}: an echo took {idle.min_ms:.2f} ms, below the configured propagation delay "
+                            f"{rtt_ms:g} ms (at least {floor_limit(rtt_ms):.2f}): the path does not cross the "
+                            "whole delay (a route around the routers, or more taken off for the path than it has)")
+    return problems
+
+
 def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, phases: Phases) -> dict:
     topo = spec.cell.topology
     pair = spec.cell.probe.pair
@@ -78,21 +107,19 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, pha
     measured_rate = goodput = None
     probed = False
     streams = probe_streams(topo.bdp_bytes)
+    rtt_tol = max(settings.rtt_tolerance_ms, topo.rtt_ms * settings.rtt_tolerance_pct / 100)
     with StealMeter() as steal:
         with phases("verify rtt"):
-            measured_rtt = idle_rtt(lab.executor(f"S{pair}"), lab.address(f"D{pair}"))
-        if measured_rtt is None:        # nothing crosses: a rate probe would only wait for its timeout
-            problems.append("no ping reply across the bottleneck (no rate probe)")
-        else:
+            rtts = pair_rtts(lab, topo.pairs)
+        problems += rtt_problems(rtts, topo.rtt_ms, rtt_tol)
+        measured_rtt = rtts[pair].median_ms if rtts.get(pair) else None
+        if rtts.get(1) is not None:        # where nothing crosses, a rate probe would only wait for its timeout
             try:
                 with phases("verify rate"):
                     measured_rate, goodput = measure_rate(lab, topo.rtt_ms, settings.rate_probe_s, out_dir, streams)
                 probed = True
             except (CommandError, TimeoutError) as exc:  # pings pass but a transfer does not: the lab is wrong
                 problems.append(f"the rate probe failed: {exc}")
-    rtt_tol = max(settings.rtt_tolerance_ms, topo.rtt_ms * settings.rtt_tolerance_pct / 100)
-    if measured_rtt is not None and abs(measured_rtt - topo.rtt_ms) > rtt_tol:
-        problems.append(f"idle RTT {measured_rtt:.1f} ms vs configured {topo.rtt_ms:g} ms (tolerance {rtt_tol:.1f} ms)")
     rate_tol = topo.bottleneck_rate_mbps * settings.rate_tolerance_pct / 100
     # a calibration cell measures what the host carries unshaped: its rate is a result, not a setting
     calibration = bool(spec.labels.get(CALIBRATION_LABEL))
@@ -110,8 +137,12 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, pha
         "rtt_ms": {"configured": topo.rtt_ms, "measured": measured_rtt},
         "rate_mbps": {"configured": topo.bottleneck_rate_mbps, "measured": measured_rate, "goodput": goodput},
         "queue_bytes": {"configured": topo.queue_bytes},
-        "method": {"rtt": "median of 3 rounds of 10 ICMP echoes 1 ms apart, timed by kernel receive stamps",
+        "method": {"rtt": "every pair: median of 3 rounds of 10 ICMP echoes 1 ms apart, timed by kernel receive "
+                          "stamps; its least echo against the configured propagation delay",
                    "rate": f"shaper byte counter under {streams} {PROBE_CCA} streams, median over saturated 1 s windows"},
+        "pairs": {str(k): {"median_ms": v.median_ms if v else None, "min_ms": v.min_ms if v else None}
+                  for k, v in rtts.items()},
+        "rtt_floor_ms": round(floor_limit(topo.rtt_ms), 4),
     }
 
 

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from longhaul.collectors.metrics import mean_std
 
 OMIT_NONE = {"omit_none": True}     # field metadata: the key is left out while the value is None
+OMIT_EMPTY = {"omit_empty": True}   # ... while the value is empty (a table older documents lack)
 
 
 @dataclass(kw_only=True)
@@ -43,7 +44,7 @@ class Record:
             if f.name == "extra":
                 continue
             value = getattr(self, f.name)
-            if value is None and f.metadata.get("omit_none"):
+            if value is None and f.metadata.get("omit_none") or not value and f.metadata.get("omit_empty"):
                 continue
             out[f.name] = _dump(value)
         out.update(_dump(self.extra))
@@ -133,6 +134,14 @@ class RateMeasure(Measure):
 
 
 @dataclass(kw_only=True)
+class PathRtt(Record):
+    """One pair's idle RTT: the median of its rounds and its least echo (the floor invariant)."""
+
+    median_ms: float | None = None      # None: no reply
+    min_ms: float | None = None
+
+
+@dataclass(kw_only=True)
 class Tolerance(Record):
     rtt_ms: float | None = None
     rate_mbps: float | None = None
@@ -143,7 +152,8 @@ class Verification(Record):
     """cells/<id>/verification.json, and the cell entry's `lab`."""
 
     _nested: ClassVar = {"tolerance": (Tolerance, "one"), "rtt_ms": (Measure, "one"),
-                         "rate_mbps": (RateMeasure, "one"), "queue_bytes": (Setting, "one")}
+                         "rate_mbps": (RateMeasure, "one"), "queue_bytes": (Setting, "one"),
+                         "pairs": (PathRtt, "dict")}
     ok: bool | None = None
     problems: list[str] = field(default_factory=list)
     host_cpu_steal_pct: float | None = None
@@ -153,6 +163,9 @@ class Verification(Record):
     queue_bytes: Setting | None = None
     method: dict | None = None
     attempt: int | None = None
+    # since every pair's path is checked (left out of older runs' documents): pair -> its idle RTT
+    pairs: dict[str, PathRtt] = field(default_factory=dict, metadata=OMIT_EMPTY)
+    rtt_floor_ms: float | None = field(default=None, metadata=OMIT_NONE)   # no echo may be below it
 
     @property
     def measured_rtt_ms(self) -> float | None:
@@ -200,6 +213,9 @@ class CollectorCounts(Record):
     # since the arrival meter (left out of older runs' documents)
     arrival_samples: int | None = field(default=None, metadata=OMIT_NONE)      # its samples, over its ports
     seconds_above_ceiling: int | None = field(default=None, metadata=OMIT_NONE)   # above the payload ceiling
+    # since the RTT floor invariant: probe rounds and data sockets' srtt below the configured RTT
+    rtt_rounds_below_floor: int | None = field(default=None, metadata=OMIT_NONE)
+    tcpinfo_samples_below_floor: int | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(kw_only=True)

@@ -32,7 +32,7 @@ from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
 from longhaul.hardware.executors.process import ProcessTable, wait_until
 from longhaul.hardware.offloads import apply_offloads, offload_argv, read_offloads
-from longhaul.hardware.path_rtt import idle_rtt
+from longhaul.hardware.path_rtt import below_floor, path_floor
 from longhaul.hardware.routers.base import RouterOS
 from longhaul.hardware.routers.registry import ROUTERS
 from longhaul.hardware.topology import Dumbbell, Host, Link, Port
@@ -145,24 +145,35 @@ PATH_RTT_MIN_MS = 0.5     # a path faster than this is left alone (netem's own g
 
 
 def delay_settings(settings: LinkSettings, path_rtt_ms: float | None) -> LinkSettings:
-    """The RTT the shaping adds: the configured end-to-end RTT less what the path itself takes
-    (a WAN testbed's fibre, emulated VMs' hops), so flows see the RTT the profile asks for."""
+    """The RTT the shaping adds: the configured end-to-end RTT less the path's own floor (a WAN
+    testbed's fibre, emulated VMs' hops), so flows see the RTT the profile asks for. The floor is
+    the least RTT the path showed (hardware/path_rtt.py), never a typical one: load only adds."""
     if not path_rtt_ms or path_rtt_ms < PATH_RTT_MIN_MS or settings.rtt_ms <= 0:
         return settings
     return dataclasses.replace(settings, rtt_ms=round(max(0.0, settings.rtt_ms - path_rtt_ms), 2))
 
 
+def sysctl_steps(topo: Dumbbell, settings: LinkSettings, allowed: dict[str, tuple[str, ...]],
+                 routers: dict[str, RouterOS] | None = None, may_allow: frozenset[str] = frozenset()) -> list[Step]:
+    return [Step(host, argv) for host, values in tuned_sysctls(topo, settings, allowed, routers, may_allow).items()
+            for argv in write_sysctls(routers, host, values)]
+
+
+def shaping_steps(topo: Dumbbell, settings: LinkSettings, netem: dict[str, bool], path_rtt_ms: float | None = None,
+                  routers: dict[str, RouterOS] | None = None) -> list[Step]:
+    """The bottleneck's shaping on both routers by their OS, with the delay less the path's own
+    floor (netem: router -> has netem; a router whose shaper does not delay and has no netem gets
+    the delay line, see HostsLab.build)."""
+    return [Step(host, argv) for shape, host in bottleneck_shapes(topo, delay_settings(settings, path_rtt_ms))
+            for argv in _router(routers, host).shaping(shape, netem.get(host, False))]
+
+
 def hosts_plan(topo: Dumbbell, settings: LinkSettings, allowed: dict[str, tuple[str, ...]],
                netem: dict[str, bool], path_rtt_ms: float | None = None,
                routers: dict[str, RouterOS] | None = None, may_allow: frozenset[str] = frozenset()) -> list[Step]:
-    """Only what longhaul owns on real hosts: sysctls, then the bottleneck's shaping on both routers
-    by their OS (netem: router -> has netem; a router whose shaper does not delay and has no netem
-    gets the delay line, see HostsLab.build)."""
-    steps = [Step(host, argv) for host, values in tuned_sysctls(topo, settings, allowed, routers, may_allow).items()
-             for argv in write_sysctls(routers, host, values)]
-    for shape, host in bottleneck_shapes(topo, delay_settings(settings, path_rtt_ms)):
-        steps += [Step(host, argv) for argv in _router(routers, host).shaping(shape, netem.get(host, False))]
-    return steps
+    """Only what longhaul owns on real hosts: sysctls, then the bottleneck's shaping."""
+    return (sysctl_steps(topo, settings, allowed, routers, may_allow)
+            + shaping_steps(topo, settings, netem, path_rtt_ms, routers))
 
 
 def _one_line(value: str) -> str:
@@ -188,7 +199,7 @@ class HostsLab:
         self.sysctls = tuned_sysctls(topo, settings, allowed, self.routers, self._may_allow)
         self._allowed = allowed
         self.path_rtt_ms: float | None = None
-        self.plan = hosts_plan(topo, settings, allowed, self.netem, routers=self.routers, may_allow=self._may_allow)
+        self._shaping_undo = CleanupStack()
         self.record = {"backend": backend, "inventory": features.inventory, "tag": topo.tag,
                        "hosts": {lab: {"machine": m, "management": inventory.host(m).management}
                                  for lab, m in names.items()}}
@@ -302,28 +313,72 @@ class HostsLab:
             self.record["hosts"][host]["sysctl"] = {"before": before[host], "applied": values}
             self.cleanup.push(f"restore sysctls on {host}", lambda h=host, v=before[host]: self._restore(h, v))
         self._set_offloads(before)
-        shaped = {host: shape for shape, host in bottleneck_shapes(self.topo, self.settings)}
         for port in (link.a, link.b):
-            router = self.routers[port.host]
-            self.record["hosts"][port.host]["qdisc"] = {
-                "before": before[f"{port.host}:qdisc"],
-                "applied": router.shaping(shaped[port.host], self.netem.get(port.host, False))}
-            self.cleanup.push(f"undo the shaping on {port.host} {port.ifname}",
-                              lambda p=port, r=router: [self.executor(p.host).run(argv, check=False)
-                                                        for argv in r.unshaping(shaped[p.host])])
-        # the path's own idle RTT, before any shaping, comes off the delay the shaping adds
-        self.path_rtt_ms = idle_rtt(self.executor("S1"), self.address("D1"))
-        self.plan = hosts_plan(self.topo, self.settings, self._allowed, self.netem, self.path_rtt_ms, self.routers,
-                               self._may_allow)
-        self.record["path_rtt_ms"] = self.path_rtt_ms
-        self.record["added_rtt_ms"] = delay_settings(self.settings, self.path_rtt_ms).rtt_ms
+            self.record["hosts"][port.host]["qdisc"] = {"before": before[f"{port.host}:qdisc"]}
+        self.cleanup.push("undo the bottleneck's shaping", self._unshape)
+        # the path's own floor, before any shaping, comes off the delay the shaping adds
+        floor = self._least_rtt()
+        self.record["path_rtt_checks_ms"] = [floor]
         self._load_cca_modules()
-        for step in self.plan:
+        for step in sysctl_steps(self.topo, self.settings, self._allowed, self.routers, self._may_allow):
             self.executor(step.host).run(step.argv)
-        if self.settings.rtt_ms > 0 and not all(self._delays_itself(h) for h in self.routers):
-            self._start_delaylines()
+        self._shape(floor)
+        self._settle(floor)
+
+    def _least_rtt(self) -> float | None:
+        """The least RTT of every pair's path (each pair's floor, read in parallel): the one delay
+        at the bottleneck must take no pair below the configured RTT."""
+        pairs = range(1, self.topo.pairs + 1)
+        with ThreadPoolExecutor(max_workers=len(pairs)) as pool:
+            floors = list(pool.map(lambda k: path_floor(self.executor(f"S{k}"), self.address(f"D{k}")), pairs))
+        found = [f for f in floors if f is not None]
+        return min(found) if found else None
+
+    def _settle(self, floor: float | None, tries: int = 2) -> None:
+        """Re-check the floor with the delay set: a floor read while the hosts were busy was too
+        high and took delay away that the path does not have (a TCG lab's 13.5 ms for a 3 ms path
+        left a 20 ms path at 4-8). A pair's least RTT below the configured one says by how much;
+        the shaping is set again with the lower floor. Verification refuses what is still below."""
+        if self.settings.rtt_ms <= 0:
+            return
+        for _ in range(tries):
+            lowest = self._least_rtt()
+            self.record["path_rtt_checks_ms"].append(lowest)
+            if lowest is None or not below_floor(lowest, self.settings.rtt_ms):
+                return
+            added = delay_settings(self.settings, floor).rtt_ms
+            floor = round(max(0.0, lowest - added), 4)
+            log.warning("%s: the least RTT with the delay set is %.3f ms, below the configured %g ms: the path's "
+                        "floor is %.3f ms, not %s; shaping again", self.topo.tag, lowest, self.settings.rtt_ms,
+                        floor, self.path_rtt_ms)
+            self._unshape()
+            self._shape(floor)
+
+    def _shape(self, floor: float | None) -> None:
+        """The bottleneck's shaping and delay for a path whose own floor is `floor`; its undo is
+        kept apart (self._unshape) so that a corrected floor can set it again."""
+        self.path_rtt_ms = floor
+        self.delaylines = []
+        shaped = delay_settings(self.settings, floor)
+        self.record["path_rtt_ms"] = floor
+        self.record["added_rtt_ms"] = shaped.rtt_ms
+        for shape, host in bottleneck_shapes(self.topo, shaped):
+            router = self.routers[host]
+            self.record["hosts"][host]["qdisc"]["applied"] = router.shaping(shape, self.netem.get(host, False))
+            self._shaping_undo.push(f"undo the shaping on {host} {shape.ifname}",
+                                    lambda h=host, r=router, s=shape: [self.executor(h).run(argv, check=False)
+                                                                       for argv in r.unshaping(s)])
+        for step in shaping_steps(self.topo, self.settings, self.netem, floor, self.routers):
+            self.executor(step.host).run(step.argv)
+        if shaped.rtt_ms > 0 and not all(self._delays_itself(h) for h in self.routers):
+            self._start_delaylines(shaped)
         self.record["delay"] = {h: ("shaper" if self.routers[h].delays_itself else "netem" if self.netem.get(h)
                                     else "delayline") for h in self.routers}
+
+    def _unshape(self) -> None:
+        failures = self._shaping_undo.close()
+        if failures:
+            raise RuntimeError("; ".join(failures))
 
     def _load_cca_modules(self) -> None:
         """The cell's CCA as a module an end host has not loaded: modprobe it, since the default and
@@ -351,9 +406,8 @@ class HostsLab:
     def _delays_itself(self, host: str) -> bool:
         return self.routers[host].delays_itself or self.netem.get(host, False)
 
-    def _start_delaylines(self) -> None:
+    def _start_delaylines(self, shaped: LinkSettings) -> None:
         helper = delayline.helper_path()
-        shaped = delay_settings(self.settings, self.path_rtt_ms)
         for queue, (shape, host) in enumerate(bottleneck_shapes(self.topo, shaped), start=1):
             if self._delays_itself(host):
                 continue
@@ -364,8 +418,8 @@ class HostsLab:
                                   stdout=self.workdir / f"delayline-{host}.json",
                                   stderr=self.workdir / f"delayline-{host}.log")
             self.delaylines.append(proc)
-            self.cleanup.push(f"remove {ready} on {host}", lambda e=executor, r=ready: e.run(["rm", "-f", r], check=False))
-            self.cleanup.push(f"stop delay line on {host}", proc.stop)
+            self._shaping_undo.push(f"remove {ready} on {host}", lambda e=executor, r=ready: e.run(["rm", "-f", r], check=False))
+            self._shaping_undo.push(f"stop delay line on {host}", proc.stop)
             def up(proc=proc, executor=executor, ready=ready) -> bool:
                 return proc.poll() is not None or executor.run(["test", "-e", ready], check=False).returncode == 0
 
@@ -375,7 +429,7 @@ class HostsLab:
             setup, teardown = delayline.iptables_rules(shape.ifname, queue)
             for argv, undo in zip(setup, teardown):
                 executor.run(argv)
-                self.cleanup.push(f"delete delay-line rule on {host}", lambda e=executor, u=undo: e.run(u, check=False))
+                self._shaping_undo.push(f"delete delay-line rule on {host}", lambda e=executor, u=undo: e.run(u, check=False))
 
 
 # -- preflight ----------------------------------------------------------------------------------
