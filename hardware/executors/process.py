@@ -6,6 +6,7 @@ run's ProcessTable by pid, and is stopped by escalation: SIGTERM to the group, w
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -76,16 +77,33 @@ class Process:
         return self.stderr_path.read_text(errors="replace") if self.stderr_path and self.stderr_path.exists() else ""
 
 
+def start_ticks(pid: int) -> int | None:
+    """When a process started (clock ticks since boot, /proc/<pid>/stat field 22): with its pid,
+    what names one process for good, since a pid is reused once its process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[19])
+
+
 class ProcessTable:
-    """Every process of a run, so teardown can stop them all, newest first."""
+    """Every process of a run, so teardown can stop them all, newest first. With a journal, each
+    one is also written down as it starts (pid, start time, host, label), so that a run killed
+    with SIGKILL, which runs no teardown, leaves `longhaul clean` the list of what to end."""
 
     def __init__(self):
         self._procs: list[Process] = []
         self._lock = threading.Lock()
+        self.journal: Path | None = None
 
     def add(self, proc: Process) -> None:
         with self._lock:
             self._procs.append(proc)
+            if self.journal is not None:
+                with self.journal.open("a") as fh:
+                    fh.write(json.dumps({"pid": proc.pid, "start": start_ticks(proc.pid), "host": proc.host,
+                                         "label": proc.label}) + "\n")
 
     def pids(self) -> list[int]:
         with self._lock:

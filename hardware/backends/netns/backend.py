@@ -65,11 +65,11 @@ class NetnsBackend:
     def session(self, configured, needs: LabNeeds, ctx: RunContext):
         features = preflight()
         # the marker names this run's namespaces, so `longhaul clean` knows whose they are
-        leftovers.register(ctx.tag, ctx.run_dir)
+        leftovers.register(ctx.tag, ctx.run_dir, ctx.procs)
         try:
             yield NetnsSession(features, ctx.procs)
         finally:
-            leftovers.unregister(ctx.tag)
+            leftovers.unregister(ctx.tag, ctx.procs)
 
 
 def preflight_table(features: Features) -> Table:

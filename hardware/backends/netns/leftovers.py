@@ -4,7 +4,11 @@ A run registers its tag with its pid in /run/longhaul; everything it creates is 
 tag (namespaces `lh-<tag>...`, /etc/netns/lh-<tag>...). A namespace is a leftover when no live
 longhaul process owns its tag. Removing the namespace removes its veths, qdiscs and iptables
 rules; processes still inside it are ended by pid first (a qemu lab's VMs run inside its
-namespace `lh-q<pid>`, so they go with it).
+namespace `lh-q<pid>`, so they go with it). A process a run started outside its namespaces (the
+machine's one tcp_info probe, which reads every sender namespace from the root namespace and holds
+sockets in them) is in the run's process journal, `/run/longhaul/<tag>.pids`: a run that is gone
+has its journal's live processes ended by pid (and start time: a pid is reused) before its
+namespaces are deleted.
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import time
 from pathlib import Path
 
 from longhaul.hardware.backends.netns.lab import NETNS_ETC, remove_namespace
-from longhaul.hardware.executors.process import NETNS_DIR
+from longhaul.hardware.executors.process import NETNS_DIR, ProcessTable, start_ticks
 from longhaul.hardware.topology import NS_PREFIX
 
 STATE_DIR = Path("/run/longhaul")
@@ -24,13 +30,58 @@ _PROBE = re.compile(rf"^{re.escape(NS_PREFIX)}probe-(?P<pid>\d+)$")
 _FLEET = re.compile(rf"^{re.escape(NS_PREFIX)}q(?P<pid>\d+)$")     # a qemu lab's VMs, named by the run's pid
 
 
-def register(tag: str, run_dir: Path) -> None:
+def _journal(tag: str) -> Path:
+    return STATE_DIR / f"{tag}.pids"
+
+
+def register(tag: str, run_dir: Path, procs: ProcessTable | None = None) -> None:
+    """The run's marker, and its process journal where `procs` is given."""
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     (STATE_DIR / f"{tag}.json").write_text(json.dumps({"pid": os.getpid(), "run_dir": str(run_dir)}))
+    if procs is not None:
+        procs.journal = _journal(tag)
 
 
-def unregister(tag: str) -> None:
+def unregister(tag: str, procs: ProcessTable | None = None) -> None:
+    if procs is not None:
+        procs.journal = None
     (STATE_DIR / f"{tag}.json").unlink(missing_ok=True)
+    _journal(tag).unlink(missing_ok=True)
+
+
+def _journaled(tag: str) -> list[tuple[int, str]]:
+    """(pid, label) of the journal's processes that are still the ones the run started."""
+    try:
+        lines = _journal(tag).read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:          # a line cut by the SIGKILL
+            continue
+        if entry.get("start") is not None and start_ticks(entry["pid"]) == entry["start"]:
+            found.append((entry["pid"], f"{entry.get('label')} on {entry.get('host')}"))
+    return found
+
+
+def _stale_tags() -> list[str]:
+    return sorted(m.stem for m in STATE_DIR.glob("*.json") if not _owner_alive(m.stem)) if STATE_DIR.is_dir() else []
+
+
+def _end(pids: list[int]) -> None:
+    """SIGTERM, a moment to go, then SIGKILL for what is left (only these pids)."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        live = [pid for pid in pids if _alive(pid)]
+        for pid in live:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and any(_alive(pid) for pid in live):
+            time.sleep(0.05)
 
 
 def _alive(pid: int) -> bool:
@@ -57,11 +108,11 @@ def list_namespaces() -> list[str]:
 
 
 def find() -> list[str]:
-    """Namespaces (and stray /etc/netns entries) of longhaul runs that are no longer running."""
+    """Processes, namespaces (and stray /etc/netns entries) of longhaul runs no longer running."""
     names = set(list_namespaces())
     if NETNS_ETC.is_dir():
         names |= {p.name for p in NETNS_ETC.iterdir()}
-    stale = []
+    stale = [f"process {pid} ({label}) of run {tag}" for tag in _stale_tags() for pid, label in _journaled(tag)]
     for name in sorted(names):
         tagged, by_pid = _TAGGED.match(name), _PROBE.match(name) or _FLEET.match(name)
         if tagged and not _owner_alive(tagged["tag"]):
@@ -73,10 +124,11 @@ def find() -> list[str]:
 
 def clean() -> list[str]:
     removed = find()
+    for tag in _stale_tags():
+        _end([pid for pid, _ in _journaled(tag)])
     for name in removed:
-        remove_namespace(name)
-    if STATE_DIR.is_dir():
-        for marker in STATE_DIR.glob("*.json"):
-            if not _owner_alive(marker.stem):
-                marker.unlink(missing_ok=True)
+        if not name.startswith("process "):
+            remove_namespace(name)
+    for tag in _stale_tags():
+        unregister(tag)
     return removed
