@@ -9,26 +9,35 @@ STAMP     := $(VENV)/.longhaul-installed
 DEBSTAMP  := build/.debian-packages
 CONFIG    ?= config.toml
 PYTEST_ARGS ?=
+# Each setup step prints one line; its whole output is in build/setup-logs/<step>.log
+LOGS      := build/setup-logs
+STEP      := bash appliance/setup/step.sh
 
-.PHONY: all setup deps venv helpers image run vm-run test lint check clean-lab bench distclean
+.PHONY: all setup deps venv helpers helper-files telegraf influxd2 image run vm-run test lint check clean-lab bench distclean
 
 all: setup
 
-setup: deps venv helpers
+setup: deps venv helpers telegraf
 
 deps: $(DEBSTAMP)
 $(DEBSTAMP): appliance/setup/debian-packages.txt appliance/setup/install-debian-packages.sh
-	bash appliance/setup/install-debian-packages.sh appliance/setup/debian-packages.txt
+	@$(STEP) "Debian packages" $(LOGS)/packages.log \
+		bash appliance/setup/install-debian-packages.sh appliance/setup/debian-packages.txt
 	@mkdir -p $(dir $@) && touch $@
 
 venv: $(STAMP)
 $(STAMP): pyproject.toml $(DEBSTAMP)
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check --upgrade pip
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+	@$(STEP) "virtualenv $(VENV) with longhaul" $(LOGS)/venv.log sh -c '\
+		{ test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV); } && \
+		$(VENV)/bin/pip install --disable-pip-version-check --upgrade pip && \
+		$(VENV)/bin/pip install --disable-pip-version-check -e ".[test]"'
 	@touch $@
 
-helpers: $(BIN)/longhaul-delayline $(BIN)/longhaul-pacedudp $(BIN)/longhaul-udtperf $(BIN)/longhaul-tcpinfo $(BIN)/longhaul-nfswrite build/lib/liblonghaul_dtw.so build/lib/liblonghaul_ccashim.so build/lib/liblonghaul_plansim.so $(BIN)/telegraf
+# the C/C++ helpers, one line for all (make's own output goes to the step's log)
+helpers: $(DEBSTAMP)
+	@$(STEP) "C helpers in build/" $(LOGS)/helpers.log $(MAKE) --no-print-directory helper-files
+
+helper-files: $(BIN)/longhaul-delayline $(BIN)/longhaul-pacedudp $(BIN)/longhaul-udtperf $(BIN)/longhaul-tcpinfo $(BIN)/longhaul-nfswrite build/lib/liblonghaul_dtw.so build/lib/liblonghaul_ccashim.so build/lib/liblonghaul_plansim.so
 $(BIN)/longhaul-delayline: hardware/delayline/delayline.c hardware/delayline/Makefile $(DEBSTAMP)
 	$(MAKE) -C hardware/delayline OUT=$(abspath $(BIN))
 $(BIN)/longhaul-pacedudp: $(wildcard drivers/pacedudp/*.c drivers/pacedudp/*.h) drivers/pacedudp/Makefile $(DEBSTAMP)
@@ -45,20 +54,22 @@ build/lib/liblonghaul_plansim.so: collectors/studies/planning/plansim/plansim.c 
 	$(MAKE) -C collectors/studies/planning/plansim OUT=$(abspath build/lib)
 build/lib/liblonghaul_ccashim.so: drivers/ccashim/ccashim.c drivers/ccashim/Makefile $(DEBSTAMP)
 	$(MAKE) -C drivers/ccashim OUT=$(abspath build/lib)
-# Telegraf with longhaul's plugins only (Go module proxy; the binary is cached in
-# /var/cache/longhaul/telegraf, so a fresh clone copies it in a second)
-$(BIN)/telegraf: appliance/setup/build-telegraf.sh
-	bash appliance/setup/build-telegraf.sh $(BIN)
+# Optional: Telegraf with longhaul's plugins only, where a Go >= 1.25 is here (the machine's own
+# module proxy; the binary is cached in /var/cache/longhaul/telegraf, so a fresh clone copies it in
+# a second); elsewhere `telegraf` on PATH (InfluxData's package) is used (docs/telemetry.md)
+telegraf:
+	@$(STEP) "Telegraf (optional)" $(LOGS)/telegraf.log bash appliance/setup/build-telegraf.sh $(BIN)
 
-# InfluxDB 2.x for the tests of the 2.x path (Debian has 1.x only); cached in /var/cache/longhaul,
-# kept out of build/bin, which the appliance image copies
-build/test-bin/influxd2: tests/servers/build-influxd2.sh
-	sh tests/servers/build-influxd2.sh build/test-bin
+# Optional: InfluxDB 2.x for the tests of the 2.x path (Debian has 1.x only), where Go and Rust
+# are here; cached in /var/cache/longhaul, kept out of build/bin, which the appliance image copies
+influxd2:
+	@$(STEP) "InfluxDB 2.x for the tests (optional)" $(LOGS)/influxd2.log sh tests/servers/build-influxd2.sh build/test-bin
 
 # the appliance image (appliance/image/): base cached in /var/cache/longhaul/image, rebuilt
 # only when this checkout changed
 image: setup
-	$(VENV)/bin/python -m longhaul.appliance.image.build --out build/image
+	@$(STEP) "appliance image in build/image" $(LOGS)/image.log \
+		$(VENV)/bin/python -m longhaul.appliance.image.build --out build/image
 
 run: setup
 	$(VENV)/bin/longhaul run --config $(CONFIG)
@@ -70,7 +81,7 @@ vm-run: image
 check: setup
 	$(VENV)/bin/longhaul check --config $(CONFIG)
 
-test: setup lint image build/test-bin/influxd2
+test: setup lint image influxd2
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 # The layer contracts (pyproject's [tool.importlinter]) and ruff; a violation fails `make test`.

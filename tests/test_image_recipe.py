@@ -32,11 +32,12 @@ def test_base_key_follows_what_the_base_is_made_of():
 
 
 def test_mmdebstrap_recipe_has_no_baked_secrets():
-    argv = build.mmdebstrap_argv(["iperf3", "openssh-server"], ["pydantic>=2.5,<3"], Path("/tmp/x"))
+    mirrors = ["deb http://mirror.lab.example/debian bookworm main",
+               "deb http://mirror.lab.example/debian-security bookworm-security main"]
+    argv = build.mmdebstrap_argv(["iperf3", "openssh-server"], ["pydantic>=2.5,<3"], Path("/tmp/x"), mirrors)
     assert argv[:5] == ["mmdebstrap", "--variant=minbase", "--mode=root", "--format=directory",
                         "--include=iperf3,openssh-server"]
-    assert argv[-4:] == ["bookworm", "/tmp/x", "http://deb.debian.org/debian",
-                         "deb http://deb.debian.org/debian-security bookworm-security main"]   # the newer kernel
+    assert argv[-4:] == ["bookworm", "/tmp/x", *mirrors]       # the machine's own archive, nothing of ours
     hooks = [argv[i + 1] for i, a in enumerate(argv) if a == "--customize-hook"]
     assert 'rm -f "$1"/etc/ssh/ssh_host_*' in hooks                   # each host makes or gets its own
     assert 'chroot "$1" passwd -l root' in hooks                       # no password: keys only
@@ -341,3 +342,24 @@ def test_the_built_image_carries_every_driver_s_programs():
             if not any(_in_image(raw, c) for c in candidates):
                 missing.append(f"{name}: {program} (looked at {', '.join(candidates)})")
     assert missing == [], missing
+
+
+def test_the_image_is_built_from_the_machines_own_apt_sources(tmp_path):
+    """One-line and deb822 entries; only the image's suites and `main`; a disabled stanza, another
+    archive and backports left out; a machine without the security suite is told what to add."""
+    from longhaul.appliance.image.apt_sources import image_mirrors, read_sources
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list").write_text(
+        "# the facility's mirror\ndeb [arch=amd64 signed-by=/k.gpg] http://mirror.lab.example/debian bookworm main contrib\n"
+        "deb-src http://mirror.lab.example/debian bookworm main\n"
+        "deb http://mirror.lab.example/debian bookworm-backports main\n")
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.lab.example/debian-security\nSuites: bookworm-security\nComponents: main\n\n"
+        "Types: deb\nURIs: http://old.example/debian\nSuites: bookworm\nComponents: main\nEnabled: no\n")
+    (tmp_path / "sources.list.d" / "vendor.list").write_text("deb https://vendor.example/apt stable main\n")
+    assert image_mirrors("bookworm", read_sources(tmp_path)) == [
+        "deb http://mirror.lab.example/debian bookworm main",
+        "deb http://mirror.lab.example/debian-security bookworm-security main"]
+    (tmp_path / "sources.list.d" / "debian.sources").unlink()
+    with pytest.raises(ValueError, match="no `main` entry for bookworm-security"):
+        image_mirrors("bookworm", read_sources(tmp_path))

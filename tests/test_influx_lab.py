@@ -25,7 +25,7 @@ from longhaul.hardware.executors.process import wait_until
 
 pytestmark = [pytest.mark.lab, requires_lab, pytest.mark.timeout(900),
               pytest.mark.skipif(shutil.which("influxd") is None, reason="influxd not installed (make setup)"),
-              pytest.mark.skipif(not LOCAL_BINARY.is_file(), reason="Telegraf not built (make setup builds it)")]
+              pytest.mark.skipif(not LOCAL_BINARY.is_file(), reason="Telegraf not built (make telegraf builds it where a Go >= 1.25 is)")]
 
 PROFILE = """
 [profile]

@@ -307,3 +307,21 @@ def test_a_number_the_json_holds_as_an_integer_is_still_a_float_field():
                if x.startswith(points.TRIAL + ",")]
     for field, value in (("duration_s", "9"), ("jain", "1"), ("rtt_median_ms", "20")):
         assert re.search(rf"[ ,]{field}={value}[ ,]", line), (field, line)     # a float: no `i`
+
+
+def test_a_config_asking_for_telegraf_where_there_is_none_is_refused_saying_how_to_get_it(tmp_path, monkeypatch):
+    """[store] influx runs Telegraf on every lab host by default: on a machine with none (a stock
+    Debian 12: no Go >= 1.25 to build it, no InfluxData package) the run is refused before anything
+    is set up, at the key's line, exit 2; telegraf = false needs none."""
+    from longhaul.appliance.run.preflight import check_telegraf
+    from longhaul.collectors.live import telegraf
+    monkeypatch.setattr(telegraf, "local_command", lambda: None)
+    config = load_config(_config(tmp_path, '{ url = "http://h:8086", database = "d" }'))
+    with pytest.raises(ConfigError) as exc:
+        check_telegraf(config)
+    assert exc.value.exit_status == 2
+    text = str(exc.value)
+    assert "config.toml:3: store.influx" in text and "InfluxData's telegraf package" in text, text
+    check_telegraf(load_config(_config(tmp_path, '{ url = "http://h:8086", database = "d", telegraf = false }')))
+    monkeypatch.setattr(telegraf, "local_command", lambda: "/usr/bin/telegraf")
+    check_telegraf(config)

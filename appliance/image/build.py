@@ -31,14 +31,11 @@ import tomllib
 from pathlib import Path
 
 from longhaul.appliance.image import boot_kernel
+from longhaul.appliance.image.apt_sources import image_mirrors, read_sources
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 SUITE = "bookworm"
-MIRROR = "http://deb.debian.org/debian"
-# the security suite carries the newer of the image's two kernels (packages.txt) and the fixes an
-# appliance on a facility's network should have anyway
-SECURITY = "deb http://deb.debian.org/debian-security bookworm-security main"
 RECIPE_VERSION = 4                  # bump when the base recipe changes in a way the key misses
 PART_OFFSET = 1 << 20               # the partition starts at 1 MiB
 ROOT_LABEL = "longhaul-root"
@@ -67,13 +64,15 @@ def python_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
 
 
 def base_key(packages: list[str], requirements: list[str]) -> str:
-    text = json.dumps({"suite": SUITE, "mirrors": [MIRROR, SECURITY], "packages": sorted(packages),
+    """What the base is made of; not where its packages were fetched (a facility's mirror of the
+    same suite gives the same base)."""
+    text = json.dumps({"suite": SUITE, "packages": sorted(packages),
                        "python": sorted(requirements), "recipe": RECIPE_VERSION})
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def mmdebstrap_argv(packages: list[str], requirements: list[str], target: Path) -> list[str]:
-    """The base stage. Host keys are removed (each host makes or is given its own at first boot),
+def mmdebstrap_argv(packages: list[str], requirements: list[str], target: Path, mirrors: list[str]) -> list[str]:
+    """The base stage, from `mirrors` (apt_sources.image_mirrors: the machine's own). Host keys are removed (each host makes or is given its own at first boot),
     root has no password (keys only), and the serial getty is masked: the serial console carries
     the first-boot report."""
     # pip trusts the build host's CA bundle (a site proxy may re-sign PyPI; it is not kept), and
@@ -94,7 +93,7 @@ def mmdebstrap_argv(packages: list[str], requirements: list[str], target: Path) 
             "--include=" + ",".join(packages)]
     for hook in hooks:
         argv += ["--customize-hook", hook]
-    return argv + [SUITE, str(target), MIRROR, SECURITY]
+    return argv + [SUITE, str(target), *mirrors]
 
 
 def _shell_word(text: str) -> str:
@@ -140,7 +139,7 @@ def run(argv: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(argv, check=True, **kw)
 
 
-def build_base(cache: Path, packages: list[str], requirements: list[str]) -> Path:
+def build_base(cache: Path, packages: list[str], requirements: list[str], mirrors: list[str]) -> Path:
     key = base_key(packages, requirements)
     done = cache / f"base-{key}"
     if (done / ".complete").exists():
@@ -149,7 +148,7 @@ def build_base(cache: Path, packages: list[str], requirements: list[str]) -> Pat
     work = cache / f"base-{key}.partial"
     shutil.rmtree(work, ignore_errors=True)
     cache.mkdir(parents=True, exist_ok=True)
-    run(mmdebstrap_argv(packages, requirements, work))
+    run(mmdebstrap_argv(packages, requirements, work, mirrors))
     (work / ".complete").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + "\n")
     shutil.rmtree(done, ignore_errors=True)
     work.rename(done)
@@ -168,17 +167,22 @@ def git_revision() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def install_telegraf(tree: Path, binary: Path | None = None) -> None:
-    """Telegraf (built by `make helpers`: appliance/setup/build-telegraf.sh) at
-    /usr/local/bin/telegraf, where collectors/live/telegraf.py looks on SSH hosts; its one copy in
-    the image. source_hash() covers build/bin, so a new binary makes a new image."""
+def install_telegraf(tree: Path, binary: Path | None = None) -> bool:
+    """Telegraf (built by `make telegraf` where a Go >= 1.25 is: appliance/setup/build-telegraf.sh)
+    at /usr/local/bin/telegraf, where collectors/live/telegraf.py looks on SSH hosts; its one copy
+    in the image. source_hash() covers build/bin, so a new binary makes a new image. Without one
+    (a stock Debian controller) the image has none, and says so: its hosts' telemetry then needs
+    InfluxData's package on them. Whether it was installed."""
     binary = binary or TELEGRAF
     if not binary.is_file():
-        raise FileNotFoundError(f"{binary}: build it first (make helpers, or appliance/setup/build-telegraf.sh build/bin)")
+        print(f"no {binary}: the image has no Telegraf (make telegraf builds it where a Go >= 1.25 is)",
+              file=sys.stderr)
+        return False
     target = tree / "usr/local/bin/telegraf"
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(binary, target)
     os.chmod(target, 0o755)
+    return True
 
 
 def layer(base: Path, tree: Path, sources: str = "") -> None:
@@ -320,7 +324,7 @@ def build(out: Path, cache: Path, force: bool = False) -> dict:
         print(f"{out}: from the cache {done}", file=sys.stderr)
         return json.loads((out / "manifest.json").read_text())
     t0 = time.monotonic()
-    base = build_base(cache, packages, requirements)
+    base = build_base(cache, packages, requirements, image_mirrors(SUITE, read_sources()))
     t_base = time.monotonic() - t0
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="lhimg-tree-", dir=cache) as tmp:

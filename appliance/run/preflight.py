@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 
 from longhaul.appliance.config.load import Config
+from longhaul.collectors.live import telegraf
 from longhaul.core.errors import ConfigError
 from longhaul.core.tomlsource import load as load_toml
 from longhaul.drivers import ccashim
@@ -71,6 +72,18 @@ def check_tools(config: Config, here: bool = True, generator: bool = False) -> N
                 if missing:
                     refuse_flow_key(profile, flow, "tool", flow.tool,
                                     f"needs {', '.join(missing)} installed (make setup installs them)")
+
+
+def check_telegraf(config: Config) -> None:
+    """`[store] influx` with Telegraf (its default) on lab hosts of this machine needs a Telegraf
+    here: refused at the key's line, saying how to get one, before anything is set up."""
+    influx = config.data.store.influx
+    if influx is None or not influx.telegraf or telegraf.local_command() is not None:
+        return
+    key = ("store", "influx")
+    raise ConfigError(config.path, load_toml(config.path).line_of(key), key, "telegraf = true",
+                      f"a Telegraf on this machine for the lab hosts' telemetry, and there is none ({telegraf.INSTALL_HINT}); "
+                      "or telegraf = false in [store] influx to ship the run's own points without it")
 
 
 def refuse_flow_key(profile, flow, field: str, value, allowed: str, fallback: tuple | None = None):

@@ -19,7 +19,7 @@ from longhaul.appliance.config.load import Config
 from longhaul.appliance.config.profiles import CellSpec
 from longhaul.appliance.run.jobs import Job, PlannedCell, plan, schedule
 from longhaul.appliance.run.phases import Phases
-from longhaul.appliance.run.preflight import check_ccas, check_tools, needs_of
+from longhaul.appliance.run.preflight import check_ccas, check_telegraf, check_tools, needs_of
 from longhaul.appliance.run.trial import Chooser, run_trial
 from longhaul.appliance.run.verify import pair_rtts, rtt_problems, verify
 from longhaul.collectors.live.fingerprint import lab_fingerprint
@@ -87,6 +87,7 @@ class Runner:
                 session = stack.enter_context(config.backend.session(config.lab, needs, ctx))
             if session.runs_tools_here:
                 check_tools(config, generator=generator)
+                check_telegraf(config)
             check_ccas(config, session.congestion_controls)
             self._session = session
             return self._run(session, run_id, ctx.tag)

@@ -128,16 +128,28 @@ def is_remote(executor: Executor) -> bool:
     return isinstance(executor, SshExecutor)
 
 
+INSTALL_HINT = ("install InfluxData's telegraf package (docs/telemetry.md), or `make telegraf` where a Go >= 1.25 "
+                f"is on PATH, which builds {LOCAL_BINARY}")
+
+
+def local_command() -> str | None:
+    """The Telegraf of this machine: longhaul's own build, else `telegraf` on PATH (InfluxData's
+    package), else None."""
+    if os.access(LOCAL_BINARY, os.X_OK):
+        return str(LOCAL_BINARY)
+    return shutil.which("telegraf")
+
+
 def missing_reason(executor: Executor) -> str:
     if is_remote(executor):
         return f"no telegraf on PATH or at {REMOTE_BINARIES[-1]}"
-    return f"{LOCAL_BINARY} is missing (make helpers builds it)"
+    return f"no telegraf here: {INSTALL_HINT}"
 
 
 def telegraf_command(executor: Executor) -> str | None:
     """The Telegraf to run on the executor's host, or None when it has none."""
     if not is_remote(executor):
-        return str(LOCAL_BINARY) if os.access(LOCAL_BINARY, os.X_OK) else None
+        return local_command()
     for candidate in REMOTE_BINARIES:
         try:
             if executor.run([candidate, "--version"], timeout=30, check=False).returncode == 0:
