@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.appliance.image import boot_kernel, build, firstboot
+from longhaul.appliance.image import boot_kernel, build, disk, firstboot
 from longhaul.core.paths import REPO
 from longhaul.drivers import ccashim
 from longhaul.drivers.registry import TOOLS, tool_for
 from longhaul.hardware.backends.qemu import fleet as qf
+from longhaul.hardware.backends.qemu.firmware import FIRMWARE
 from longhaul.hardware.backends.ssh.inventory import load_inventory
 
 
@@ -47,31 +48,61 @@ def test_mmdebstrap_recipe_has_no_baked_secrets():
 
 
 def test_disk_layout_and_boot_config():
-    assert build.sfdisk_script() == "label: dos\nstart=2048, type=83, bootable\n"
-    size = build.disk_size_bytes(1_000_000_000)
+    script = disk.sfdisk_script()
+    assert script.splitlines() == [
+        "label: gpt",
+        "start=2048, size=2048, type=21686148-6449-6E6F-744E-656564454649, name=bios-boot",    # GRUB's BIOS core
+        "start=4096, size=131072, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, name=efi-system",  # shim, GRUB
+        "start=135168, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=longhaul-root"]
+    size = disk.disk_size_bytes(1_000_000_000)
     assert size % (1 << 20) == 0 and size >= 1_000_000_000 * 4 // 3 + (512 << 20)
-    argv = build.mke2fs_argv(Path("/t"), Path("/d.raw"), size)
-    assert argv[argv.index("-E") + 1] == "offset=1048576" and argv[-1] == str((size - (1 << 20)) // 4096)
-    assert "^64bit,^metadata_csum" in argv                               # extlinux reads the classic layout
-    conf = build.extlinux_conf(["6.1.0-9-amd64", "6.1.0-50-amd64"])
-    assert conf.splitlines()[0] == "DEFAULT 6.1.0-50-amd64"            # the newest by version, not by string
-    assert "LINUX /boot/vmlinuz-6.1.0-9-amd64" in conf and "INITRD /boot/initrd.img-6.1.0-50-amd64" in conf
-    assert conf.count("root=LABEL=longhaul-root") == 2 and "console=ttyS0" in conf
+    argv = disk.mke2fs_argv(Path("/t"), Path("/d.raw"), size)
+    assert argv[argv.index("-E") + 1] == f"offset={66 << 20}"
+    assert int(argv[-1]) * 4096 + (66 << 20) <= size - 33 * 512         # the backup GPT stays whole
+    conf = build.grub_cfg(["6.1.0-9-amd64", "6.1.0-50-amd64"])
+    assert 'set default="kernel-6.1.0-50-amd64"' in conf.splitlines()[:2]     # the newest by version, not by string
+    assert '--id "kernel-6.1.0-9-amd64"' in conf        # never a leading digit: GRUB reads that as a number
+    assert "linux /boot/vmlinuz-6.1.0-9-amd64 root=LABEL=longhaul-root" in conf
+    assert "initrd /boot/initrd.img-6.1.0-50-amd64" in conf and "console=ttyS0" in conf
+    assert conf.count("search --no-floppy --set=root --label longhaul-root") == 2
     entries, default = boot_kernel.parse(conf)
     assert [e.label for e in entries] == ["6.1.0-50-amd64", "6.1.0-9-amd64"] and default == "6.1.0-50-amd64"
+    assert entries[1] == boot_kernel.Entry("6.1.0-9-amd64", "/boot/vmlinuz-6.1.0-9-amd64", "/boot/initrd.img-6.1.0-9-amd64")
     assert build.fstab().startswith("LABEL=longhaul-root / ext4")
+    assert "--label longhaul-root" in disk.esp_grub_cfg() and "configfile $prefix/grub.cfg" in disk.esp_grub_cfg()
+
+
+def test_the_bios_stage_is_what_grub_bios_setup_writes():
+    """boot.img in the MBR points at core.img in the BIOS boot partition, with the BIOS's own
+    drive and no drive check; the disk's partition table is kept; core.img's blocklist covers
+    the rest of it."""
+    mbr = bytes(440) + b"\x11" * 70 + b"\x55\xaa"                # a protective MBR: its table kept
+    boot_img = bytes(range(256)) * 2
+    core = b"\x01" * 500 + bytes(12) + b"\x02" * 2000
+    core = core[:500] + bytes(8) + bytes(2) + (0x820).to_bytes(2, "little") + core[512:]
+    out_mbr, out_core = disk.bios_boot_sectors(mbr, boot_img, core, 2048)
+    assert out_mbr[0x5C:0x64] == (2048).to_bytes(8, "little") and out_mbr[0x64] == 0xFF
+    assert out_mbr[0x66:0x68] == b"\x90\x90" and out_mbr[0x1B8:] == mbr[0x1B8:]
+    assert out_mbr[:0x5C] == boot_img[:0x5C]
+    sectors = (len(core) + 511) // 512
+    assert len(out_core) == sectors * 512
+    assert out_core[500:512] == (2049).to_bytes(8, "little") + (sectors - 1).to_bytes(2, "little") + \
+        (0x820).to_bytes(2, "little")
+    assert out_core[512:len(core)] == core[512:]
+    with pytest.raises(ValueError, match="BIOS boot partition"):
+        disk.bios_boot_sectors(mbr, boot_img, bytes(2 << 20), 2048)
 
 
 def _boot_tree(root: Path, releases: list[str]) -> Path:
-    """A /boot as the image has it: kernels, initrds, extlinux.conf made by the build's recipe."""
+    """A /boot as the image has it: kernels, initrds, grub.cfg made by the build's recipe."""
     boot = root / "boot"
-    (boot / "extlinux").mkdir(parents=True)
+    (boot / "grub").mkdir(parents=True)
     for release in releases:
         (boot / f"vmlinuz-{release}").write_bytes(b"kernel")
         (boot / f"initrd.img-{release}").write_bytes(b"initrd")
     (boot / "config-6.1.0-99-amd64").write_text("a config without its kernel is no kernel")
-    (boot / "extlinux/extlinux.conf").write_text(build.extlinux_conf(boot_kernel.kernels_in(boot)))
-    return boot / "extlinux/extlinux.conf"
+    (boot / "grub/grub.cfg").write_text(build.grub_cfg(boot_kernel.kernels_in(boot)))
+    return boot / "grub/grub.cfg"
 
 
 def test_kernels_are_ordered_by_version_and_need_an_initrd(tmp_path):
@@ -89,9 +120,10 @@ def test_boot_kernel_lists_and_switches_the_default(tmp_path, capsys):
     assert capsys.readouterr().out == "6.1.0-56-amd64 default\n6.1.0-50-amd64\n"
     assert boot_kernel.main(["6.1.0-50-amd64", "--root", str(tmp_path)]) == 0
     after = conf.read_text()
-    assert after.splitlines()[0] == "DEFAULT 6.1.0-50-amd64"
-    assert after.splitlines()[1:] == before.splitlines()[1:]             # only DEFAULT changed
-    assert [p.name for p in conf.parent.iterdir()] == ["extlinux.conf"]  # no temporary file left
+    assert after.splitlines()[1] == 'set default="kernel-6.1.0-50-amd64"'
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert changed == [('set default="kernel-6.1.0-56-amd64"', 'set default="kernel-6.1.0-50-amd64"')]   # only it
+    assert [p.name for p in conf.parent.iterdir()] == ["grub.cfg"]       # no temporary file left
     capsys.readouterr()
     assert boot_kernel.main(["--list", "--root", str(tmp_path)]) == 0
     assert capsys.readouterr().out == "6.1.0-56-amd64\n6.1.0-50-amd64 default\n"
@@ -102,20 +134,36 @@ def test_boot_kernel_refuses_what_cannot_boot(tmp_path, capsys):
     before = conf.read_text()
     assert boot_kernel.main(["6.1.0-99-amd64", "--root", str(tmp_path)]) == 2
     assert "allowed: 6.1.0-56-amd64, 6.1.0-50-amd64" in capsys.readouterr().err
-    (tmp_path / "boot/initrd.img-6.1.0-50-amd64").unlink()             # its LABEL stays, it cannot boot
+    (tmp_path / "boot/initrd.img-6.1.0-50-amd64").unlink()             # its entry stays, it cannot boot
     assert boot_kernel.main(["6.1.0-50-amd64", "--root", str(tmp_path)]) == 2
     assert conf.read_text() == before
     assert boot_kernel.main(["--list", "--root", str(tmp_path)]) == 0
     assert "6.1.0-50-amd64 missing" in capsys.readouterr().out
     assert boot_kernel.main(["--list", "--root", str(tmp_path / "nowhere")]) == 1
+    conf.write_text("### BEGIN /etc/grub.d/10_linux ###\nset default=\"0\"\n")     # update-grub's: not ours
+    assert boot_kernel.main(["6.1.0-56-amd64", "--root", str(tmp_path)]) == 1
+    assert "/etc/default/grub" in capsys.readouterr().err
 
 
-def test_boot_kernel_keeps_a_hand_edited_file_and_reads_keywords_as_syslinux_does():
-    text = "# kept\ndefault old\nTIMEOUT 50\nlabel new\n  kernel /boot/vmlinuz-new\n  initrd /boot/initrd.img-new\n"
+def test_boot_kernel_keeps_a_hand_edited_file():
+    text = (f"{boot_kernel.MARK}\n# kept\nset default=kernel-old\nset timeout=5\n"
+            "menuentry 'New' --class debian --id kernel-new {\n  linux /boot/vmlinuz-new ro\n  initrd /boot/initrd.img-new\n}\n")
     entries, default = boot_kernel.parse(text)
     assert default == "old" and entries == [boot_kernel.Entry("new", "/boot/vmlinuz-new", "/boot/initrd.img-new")]
-    assert boot_kernel.with_default(text, "new") == text.replace("default old", "DEFAULT new")
-    assert boot_kernel.with_default("LABEL a\n", "a") == "DEFAULT a\nLABEL a\n"
+    assert boot_kernel.with_default(text, "new") == text.replace("set default=kernel-old", 'set default="kernel-new"')
+    assert boot_kernel.with_default("menuentry a --id kernel-a {\n}\n", "a") == \
+        'set default="kernel-a"\nmenuentry a --id kernel-a {\n}\n'
+
+
+def test_firstboot_reports_the_firmware_the_kernel_booted_by(tmp_path):
+    efi = tmp_path / "efi"
+    assert firstboot.firmware(efi, efi / "SecureBoot") == {"firmware": "bios", "secure_boot": False}
+    efi.mkdir()
+    assert firstboot.firmware(efi, efi / "SecureBoot") == {"firmware": "uefi", "secure_boot": None}
+    (efi / "SecureBoot").write_bytes(b"\x06\x00\x00\x00\x01")
+    assert firstboot.firmware(efi, efi / "SecureBoot") == {"firmware": "uefi", "secure_boot": True}
+    (efi / "SecureBoot").write_bytes(b"\x06\x00\x00\x00\x00")
+    assert firstboot.firmware(efi, efi / "SecureBoot")["secure_boot"] is False
 
 
 def test_firstboot_seed_sources_merge_in_order():
@@ -264,17 +312,30 @@ def test_fleet_seed_is_what_firstboot_reads():
     assert ["ip", "route", "replace", "10.222.0.0/16", "via", "10.220.0.2"] in plan_argv
 
 
-def test_qemu_argv_and_namespace_plan():
+def test_qemu_argv_and_namespace_plan(tmp_path):
     plan = qf.fleet_plan("lhq7", 7, 1)
     vm = plan.vm("S1")
     argv = qf.qemu_argv(vm, Path("/w/S1.qcow2"), Path("/w/S1-seed.img"), Path("/w/S1.log"), "tcg", 512)
     assert argv[:1] == ["qemu-system-x86_64"] and "tcg,tb-size=64" in argv
     assert argv[argv.index("-cpu") + 1] == "max"          # SSE4.2, which Debian's DPDK needs
     assert "file=/w/S1-seed.img,if=virtio,format=raw,readonly=on" in argv
+    assert argv[argv.index("-machine") + 1] == "pc" and "pflash" not in " ".join(argv)      # BIOS: SeaBIOS
+    assert "virtio-blk-pci,drive=disk0,bootindex=0" in argv
     assert f"virtio-net-pci,netdev=n1,mac={vm.nics[1].mac},romfile=" in argv
     # the DPDK port sits at the PCI address the inventory gives, and first boot leaves it bare
     assert f"virtio-net-pci,netdev=n2,mac={vm.nics[2].mac},romfile=,addr=0x10" in argv
     assert vm.nics[2].pci == qf.DPDK_PCI == "0000:00:10.0"
+    nvram = tmp_path / "S1-nvram.fd"
+    for name, machine in (("uefi", "pc"), ("uefi-secureboot", "q35,smm=on")):
+        firmware = FIRMWARE[name]
+        if firmware.missing():
+            pytest.skip(firmware.missing())
+        argv = qf.qemu_argv(vm, Path("/w/S1.qcow2"), Path("/w/S1-seed.img"), Path("/w/S1.log"), "tcg", 512, firmware, nvram)
+        assert argv[argv.index("-machine") + 1] == machine
+        assert f"if=pflash,format=raw,unit=0,readonly=on,file={firmware.code}" in argv
+        assert f"if=pflash,format=raw,unit=1,file={nvram}" in argv                 # the VM's own copy
+        assert nvram.read_bytes() == firmware.variables.read_bytes()
+    assert "driver=cfi.pflash01,property=secure,value=on" in argv                  # Secure Boot needs SMM
     assert qf.seed(vm, "key", "hk")["interfaces"][2] == {"mac": vm.nics[2].mac, "name": "dpdk0", "address": None}
     ns = qf.namespace_plan(plan)
     assert ns[0] == ["ip", "netns", "add", "lhq7-ns"]
@@ -316,7 +377,7 @@ def test_controller_install_paths_map_to_the_hosts_longhaul_root(tmp_path):
 def _in_image(raw: Path, path: str) -> bool:
     """Whether the built image's root file system has `path` (debugfs reads the ext4 partition in
     place: nothing mounted, no root needed)."""
-    done = subprocess.run(["debugfs", "-R", f"stat {path}", f"{raw}?offset={build.PART_OFFSET}"],
+    done = subprocess.run(["debugfs", "-R", f"stat {path}", f"{raw}?offset={disk.PART_OFFSET}"],
                           capture_output=True, text=True, timeout=60)
     return "Inode:" in done.stdout
 

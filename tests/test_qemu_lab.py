@@ -98,6 +98,9 @@ def test_profile_runs_on_vms_booted_from_the_image(vm_run):
     assert vm_lab["kernel"].endswith("-amd64") and vm_lab["accel"] in ("tcg", "kvm")
     assert set(vm_lab["vms"]) == {"S1", "R1", "R2", "D1"}
     assert {v["role"] for v in vm_lab["vms"].values()} == {"sender", "router", "receiver"}
+    # the suite's fleet is the legacy-BIOS boot of the image (tests/test_vm_firmware.py: UEFI, Secure Boot)
+    assert vm_lab["firmware"] == "bios"
+    assert all((v["firmware"], v["secure_boot"]) == ("bios", False) for v in vm_lab["vms"].values()), vm_lab["vms"]
     assert all(k.startswith("Linux ") and k.endswith("-amd64") for k in feats["kernels"].values())
     assert all(Path(run_dir / "lab" / "vms" / f"{n}-console.log").is_file() for n in vm_lab["vms"])
 

@@ -5,12 +5,15 @@
     longhaul-boot-kernel RELEASE       boot RELEASE (as `uname -r` names it) from the next boot on
     ... --root DIR                     act on another tree (an image being prepared, a test)
 
-The image boots with extlinux: one LABEL per installed kernel, named by its release, and DEFAULT
-the newest at build time (appliance/image/build.py writes the file with extlinux_conf() below).
-Setting the default rewrites the DEFAULT line only, atomically (a temporary file beside it,
-fsync, rename): a power cut leaves the old file or the new one, never half of one. A release
-that has no LABEL, or whose kernel or initrd is gone, is refused with exit 2, naming the ones
-there are. Exit 0 done, 2 a bad argument, 1 no extlinux.conf to act on.
+The image boots with GRUB whatever the firmware: legacy BIOS loads GRUB's own core image, UEFI
+(with or without Secure Boot) Debian's signed shim and GRUB; both read the one
+/boot/grub/grub.cfg that appliance/image/build.py writes with grub_cfg() below: one menuentry per
+installed kernel, its id the release, and `set default` the newest at build time. Setting the
+default rewrites that line only, atomically (a temporary file beside it, fsync, rename): a power
+cut leaves the old file or the new one, never half of one. A release that has no entry, or whose
+kernel or initrd is gone, is refused with exit 2, naming the ones there are. A grub.cfg longhaul did
+not write (update-grub's, on a machine of the facility's own) is refused with exit 1: its
+default belongs to /etc/default/grub. Exit 0 done, 1 no grub.cfg of longhaul's to act on.
 
 Only the standard library: it runs on the appliance's own python3, outside longhaul's venv.
 """
@@ -24,8 +27,16 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-CONF = Path("boot/extlinux/extlinux.conf")
-HEADER = ("TIMEOUT 1", "PROMPT 0", "SERIAL 0 115200")
+CONF = Path("boot/grub/grub.cfg")
+MARK = "# longhaul-boot-kernel: written by longhaul's image build; `longhaul-boot-kernel RELEASE` sets the default"
+HEADER = ("set timeout=1", "serial --unit=0 --speed=115200", "terminal_input serial console",
+          "terminal_output serial console")
+ROOT_LABEL = "longhaul-root"
+# GRUB reads a `default` that starts with a digit as an entry's number ("6.1.0-50-amd64" is entry
+# 6, which does not exist, so the first boots): entry ids are the release behind this prefix
+ID_PREFIX = "kernel-"
+_DEFAULT = re.compile(r'^set\s+default=("?)(?P<value>[^"\s]*)\1\s*$')
+_ENTRY = re.compile(r"""^menuentry\s.*--id\s+["']?(?P<id>[^"'\s{]+)""")
 
 
 @dataclass(frozen=True)
@@ -46,52 +57,51 @@ def kernels_in(boot: Path) -> list[str]:
     return sorted((r for r in found if (boot / f"initrd.img-{r}").is_file()), key=release_key)
 
 
-def extlinux_conf(releases: list[str], append: str, default: str | None = None) -> str:
-    """One LABEL per release (newest first), DEFAULT the newest unless told otherwise."""
+def grub_cfg(releases: list[str], append: str, default: str | None = None, root_label: str = ROOT_LABEL) -> str:
+    """One menuentry per release (newest first), each finding the root file system by its label
+    (whatever disk the firmware numbers it), and the default the newest unless told otherwise."""
     if not releases:
         raise ValueError("no kernel to boot")
     ordered = sorted(releases, key=release_key, reverse=True)
     default = default or ordered[0]
     if default not in ordered:
         raise ValueError(f"default {default!r} is not one of {ordered}")
-    lines = [f"DEFAULT {default}", *HEADER]
+    lines = [MARK, f'set default="{ID_PREFIX}{default}"', *HEADER]
     for release in ordered:
-        lines += [f"LABEL {release}", f"  LINUX /boot/vmlinuz-{release}", f"  INITRD /boot/initrd.img-{release}",
-                  f"  APPEND {append}"]
+        lines += [f'menuentry "Debian {release}" --id "{ID_PREFIX}{release}" {{',
+                  f"\tsearch --no-floppy --set=root --label {root_label}",
+                  f"\tlinux /boot/vmlinuz-{release} {append}",
+                  f"\tinitrd /boot/initrd.img-{release}", "}"]
     return "\n".join(lines) + "\n"
 
 
 def parse(text: str) -> tuple[list[Entry], str | None]:
-    """The LABELs (with their kernel and initrd paths) and the DEFAULT of an extlinux.conf.
-    Keywords are case-insensitive, as syslinux reads them."""
+    """The menuentries (their ids, kernel and initrd paths) and the default of a grub.cfg."""
     entries: list[dict] = []
     default = None
     for line in text.splitlines():
-        words = line.split(None, 1)
-        if not words:
-            continue
-        key, value = words[0].upper(), (words[1].strip() if len(words) > 1 else "")
-        if key == "DEFAULT" and not entries:
-            default = value
-        elif key == "LABEL":
-            entries.append({"label": value, "linux": "", "initrd": ""})
-        elif key in ("LINUX", "KERNEL", "INITRD") and entries:
-            entries[-1]["initrd" if key == "INITRD" else "linux"] = value
+        stripped = line.strip()
+        found = _DEFAULT.match(stripped)
+        if found and not entries:
+            default = found["value"].removeprefix(ID_PREFIX)
+        elif (entry := _ENTRY.match(stripped)) is not None:
+            entries.append({"label": entry["id"].removeprefix(ID_PREFIX), "linux": "", "initrd": ""})
+        elif entries and stripped.split()[:1] in (["linux"], ["initrd"]) and len(stripped.split()) > 1:
+            entries[-1]["linux" if stripped.startswith("linux") else "initrd"] = stripped.split()[1]
     return [Entry(**e) for e in entries], default
 
 
 def with_default(text: str, label: str) -> str:
-    """text with its DEFAULT line (the one before the first LABEL) naming label; everything else
-    is kept as it was."""
+    """text with its `set default` line (the one before the first menuentry) naming label;
+    everything else is kept as it was."""
     lines = text.splitlines(keepends=True)
     for i, line in enumerate(lines):
-        key = line.split(None, 1)[0].upper() if line.split() else ""
-        if key == "LABEL":
+        if _ENTRY.match(line.strip()):
             break
-        if key == "DEFAULT":
-            lines[i] = f"DEFAULT {label}\n"
+        if _DEFAULT.match(line.strip()):
+            lines[i] = f'set default="{ID_PREFIX}{label}"\n'
             return "".join(lines)
-    return f"DEFAULT {label}\n" + "".join(lines)
+    return f'set default="{ID_PREFIX}{label}"\n' + "".join(lines)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -132,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         text = conf.read_text()
     except OSError as exc:
         print(f"longhaul-boot-kernel: {conf}: {exc.strerror}", file=sys.stderr)
+        return 1
+    if MARK not in text:
+        print(f"longhaul-boot-kernel: {conf} was not written by longhaul (update-grub's?): its default is "
+              "GRUB_DEFAULT in /etc/default/grub, then update-grub", file=sys.stderr)
         return 1
     entries, default = parse(text)
     if args.list:

@@ -8,8 +8,10 @@ Three stages, each a pure recipe (argv lists) applied here:
 2. layer: a copy of the base with this checkout of longhaul at /opt/longhaul (installed editable,
    helpers in build/), Telegraf at /usr/local/bin/telegraf, the first-boot service, the
    controller unit and longhaul-boot-kernel (boot_kernel.py).
-3. disk: one MBR partition, ext4 made straight from the directory (mke2fs -d), extlinux with one
-   entry per installed kernel, the newest the default.
+3. disk (disk.py): GPT with a BIOS boot partition, an EFI system partition and the root file
+   system (ext4 made straight from the directory); GRUB for legacy BIOS, Debian's signed shim and
+   GRUB for UEFI and Secure Boot, both reading one grub.cfg with an entry per installed kernel,
+   the newest the default.
 
     python -m longhaul.appliance.image.build --out build/image [--cache /var/cache/longhaul/image]
 
@@ -30,15 +32,14 @@ import time
 import tomllib
 from pathlib import Path
 
-from longhaul.appliance.image import boot_kernel
+from longhaul.appliance.image import boot_kernel, disk
 from longhaul.appliance.image.apt_sources import image_mirrors, read_sources
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 SUITE = "bookworm"
 RECIPE_VERSION = 4                  # bump when the base recipe changes in a way the key misses
-PART_OFFSET = 1 << 20               # the partition starts at 1 MiB
-ROOT_LABEL = "longhaul-root"
+ROOT_LABEL = disk.ROOT_LABEL
 DEFAULT_CACHE = Path("/var/cache/longhaul/image")
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 CHROOT_ENV = "PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8"
@@ -107,31 +108,14 @@ def sshd_config() -> str:
             "PermitRootLogin prohibit-password\nUseDNS no\n")
 
 
-def extlinux_conf(releases: list[str], append: str = KERNEL_APPEND) -> str:
-    """One entry per kernel, named by its release; the newest boots unless longhaul-boot-kernel
-    sets another."""
-    return boot_kernel.extlinux_conf(releases, append)
+def grub_cfg(releases: list[str], append: str = KERNEL_APPEND) -> str:
+    """One entry per kernel, its id the release; the newest boots unless longhaul-boot-kernel sets
+    another."""
+    return boot_kernel.grub_cfg(releases, append)
 
 
 def fstab() -> str:
     return f"LABEL={ROOT_LABEL} / ext4 defaults,noatime 0 1\n"
-
-
-def sfdisk_script() -> str:
-    return f"label: dos\nstart={PART_OFFSET // 512}, type=83, bootable\n"
-
-
-def disk_size_bytes(tree_bytes: int) -> int:
-    """The tree plus a third and 512 MiB of room (logs, results), rounded to MiB."""
-    size = PART_OFFSET + tree_bytes * 4 // 3 + (512 << 20)
-    return (size + (1 << 20) - 1) // (1 << 20) * (1 << 20)
-
-
-def mke2fs_argv(tree: Path, disk: Path, size: int) -> list[str]:
-    # no 64bit/metadata_csum: extlinux reads the file system and wants the classic layout
-    blocks = (size - PART_OFFSET) // 4096
-    return ["mke2fs", "-q", "-F", "-t", "ext4", "-O", "^64bit,^metadata_csum", "-L", ROOT_LABEL,
-            "-b", "4096", "-E", f"offset={PART_OFFSET}", "-d", str(tree), str(disk), str(blocks)]
 
 
 def run(argv: list[str], **kw) -> subprocess.CompletedProcess:
@@ -224,36 +208,13 @@ def layer(base: Path, tree: Path, sources: str = "") -> None:
     kernels = boot_kernel.kernels_in(boot)
     shutil.copy2(boot / f"vmlinuz-{kernels[-1]}", boot / "vmlinuz")          # PXE: the newest
     shutil.copy2(boot / f"initrd.img-{kernels[-1]}", boot / "initrd.img")
-    (boot / "extlinux").mkdir(exist_ok=True)
-    (boot / "extlinux/extlinux.conf").write_text(extlinux_conf(kernels))
+    (boot / "grub").mkdir(exist_ok=True)
+    (boot / "grub/grub.cfg").write_text(grub_cfg(kernels))
 
 
 def tree_bytes(tree: Path) -> int:
     out = subprocess.run(["du", "-sb", str(tree)], check=True, capture_output=True, text=True).stdout
     return int(out.split()[0])
-
-
-def make_disk(tree: Path, disk: Path) -> None:
-    size = disk_size_bytes(tree_bytes(tree))
-    with open(disk, "wb") as f:
-        f.truncate(size)
-    run(["sfdisk", "--quiet", str(disk)], input=sfdisk_script().encode())
-    run(mke2fs_argv(tree, disk, size))
-    # extlinux installs into a mounted file system; the loop device and mount live only here
-    with tempfile.TemporaryDirectory(prefix="lhimg-") as mnt:
-        loop = subprocess.run(["losetup", "--find", "--show", "--offset", str(PART_OFFSET), str(disk)],
-                              check=True, capture_output=True, text=True).stdout.strip()
-        try:
-            run(["mount", loop, mnt])
-            try:
-                run(["extlinux", "--install", f"{mnt}/boot/extlinux"], capture_output=True)
-            finally:
-                run(["umount", mnt])
-        finally:
-            run(["losetup", "--detach", loop])
-    mbr = Path("/usr/lib/syslinux/mbr/mbr.bin").read_bytes()
-    with open(disk, "r+b") as f:
-        f.write(mbr[:440])             # boot code only: the partition table stays
 
 
 def source_hash(files: list[str]) -> str:
@@ -332,19 +293,19 @@ def build(out: Path, cache: Path, force: bool = False) -> dict:
         tree.mkdir()
         layer(base, tree, sources)
         (out / "manifest.json").unlink(missing_ok=True)      # a half-replaced image is never "up to date"
-        disk = out / "longhaul.raw.partial"
+        raw = out / "longhaul.raw.partial"
         try:
-            make_disk(tree, disk)
+            disk.make_disk(tree, raw, disk.disk_size_bytes(tree_bytes(tree)), cache)
         except BaseException:
-            disk.unlink(missing_ok=True)
+            raw.unlink(missing_ok=True)
             raise
         shutil.copy2(tree / "boot/vmlinuz", out / "vmlinuz")
         shutil.copy2(tree / "boot/initrd.img", out / "initrd.img")
         kernels = boot_kernel.kernels_in(tree / "boot")
-        disk.rename(out / "longhaul.raw")
+        raw.rename(out / "longhaul.raw")
     manifest = {"format": 1, "suite": SUITE, "base_key": key, "source_hash": sources, "kernel": kernels[-1],
                 "kernels": kernels, "revision": git_revision(), "packages": packages, "python": requirements,
-                "kernel_append": KERNEL_APPEND, "root_label": ROOT_LABEL,
+                "kernel_append": KERNEL_APPEND, "root_label": ROOT_LABEL, "firmware": list(disk.FIRMWARE),
                 "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "seconds": {"base": round(t_base, 1), "total": round(time.monotonic() - t0, 1)}}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")

@@ -302,6 +302,24 @@ def install_controller(seed_dir: Path | None, run_at_boot: bool = True) -> None:
             shutil.copytree(seed_dir / sub, ETC / sub, dirs_exist_ok=True)
 
 
+EFI_DIR = Path("/sys/firmware/efi")
+# the UEFI global variable SecureBoot: 4 bytes of attributes, then 1 when Secure Boot is on
+SECURE_BOOT_VAR = EFI_DIR / "efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+
+
+def firmware(efi_dir: Path = EFI_DIR, secure_boot_var: Path = SECURE_BOOT_VAR) -> dict:
+    """How this boot came about, read from the booted kernel (never assumed from the image):
+    UEFI where the kernel has EFI runtime services, else legacy BIOS; Secure Boot as the firmware's
+    SecureBoot variable says (None where it cannot be read)."""
+    if not efi_dir.is_dir():
+        return {"firmware": "bios", "secure_boot": False}
+    try:
+        value = secure_boot_var.read_bytes()
+    except OSError:
+        return {"firmware": "uefi", "secure_boot": None}
+    return {"firmware": "uefi", "secure_boot": len(value) >= 5 and value[4] == 1}
+
+
 def report(line: str) -> None:
     for console in ("/dev/ttyS0", "/dev/kmsg"):
         try:
@@ -335,7 +353,7 @@ def main() -> int:
             install_schedule(seed["schedule"])
         state = {"name": seed.get("name", ""), "role": role, "kernel": os.uname().release,
                  "addresses": [i.get("address") for i in seed.get("interfaces", []) if i.get("address")],
-                 "host_key": fingerprint, "schedule": seed.get("schedule", {}).get("suite")}
+                 "host_key": fingerprint, "schedule": seed.get("schedule", {}).get("suite"), **firmware()}
         Path("/run/longhaul").mkdir(parents=True, exist_ok=True)
         Path("/run/longhaul/firstboot.json").write_text(json.dumps(state) + "\n")
         report("longhaul-firstboot: ready " + json.dumps(state))

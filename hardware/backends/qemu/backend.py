@@ -20,6 +20,7 @@ from longhaul.core.errors import PreflightError, RunError, SettingError
 from longhaul.core.model import Strict
 from longhaul.hardware.backends.base import LabNeeds, Readiness, RunContext
 from longhaul.hardware.backends.qemu import fleet as qemu_fleet
+from longhaul.hardware.backends.qemu.firmware import FIRMWARE
 from longhaul.hardware.backends.ssh.backend import open_session
 from longhaul.hardware.executors.process import LocalExecutor, ProcessTable
 
@@ -32,6 +33,8 @@ class QemuSection(Strict):
     accel: Literal["auto", "tcg", "kvm"] = "auto"
     memory_mb: int = Field(512, ge=256, le=16384)
     boot_timeout_s: float = Field(420, gt=0, le=3600)
+    # how the VMs boot the image: legacy BIOS, UEFI, or UEFI with Secure Boot (OVMF)
+    firmware: Literal[tuple(FIRMWARE)] = "bios"         # type: ignore[valid-type]
 
 
 class QemuSettings(Strict):
@@ -55,6 +58,14 @@ class QemuBackend:
         if missing:
             raise SettingError(("qemu", "image"), settings.qemu.image,
                                f"an image directory with {' and '.join(missing)} ({found}: build it with `make image`)")
+        firmware = settings.qemu.firmware
+        boots = json.loads((found / "manifest.json").read_text()).get("firmware", ["bios"])
+        if firmware not in boots:       # an image built before it booted by UEFI
+            raise SettingError(("qemu", "firmware"), firmware,
+                               f"a firmware the image at {found} boots by: {', '.join(boots)} (rebuild it: make image)")
+        absent = FIRMWARE[firmware].missing()
+        if absent:
+            raise SettingError(("qemu", "firmware"), firmware, f"a firmware this machine has: {absent}")
         return QemuConfigured(found, settings.qemu)
 
     def has_generator(self, configured: QemuConfigured) -> bool:
@@ -77,6 +88,7 @@ class QemuBackend:
         table.add_row("image", f"{configured.image_dir} (built {manifest.get('built')}, "
                                f"revision {manifest.get('revision')})")
         table.add_row("VM kernel", str(manifest.get("kernel")))
+        table.add_row("firmware", configured.section.firmware)
         console.print(table)
         return Readiness(bool(qemu and accel))
 
@@ -103,7 +115,7 @@ def _fleet(configured: QemuConfigured, needs: LabNeeds, ctx: RunContext):
     workdir = ctx.run_dir.parent / f".qemu-{pid}"
     try:
         fleet = qemu_fleet.VmFleet(plan, configured.image_dir, workdir, ctx.procs, accel=q.accel,
-                                   memory_mb=q.memory_mb, boot_timeout_s=q.boot_timeout_s)
+                                   memory_mb=q.memory_mb, boot_timeout_s=q.boot_timeout_s, firmware=q.firmware)
     except RuntimeError as exc:          # accel = "kvm" where KVM cannot boot the image
         raise PreflightError(f"preflight failed: {exc}") from None
     ctx.say(f"booting {len(plan.vms)} VMs from {configured.image_dir} "

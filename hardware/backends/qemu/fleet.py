@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from longhaul.hardware.backends.qemu.firmware import FIRMWARE, Firmware
 from longhaul.hardware.backends.ssh.host_checks import measure_offset
 from longhaul.hardware.backends.ssh.inventory import load_inventory
 from longhaul.hardware.backends.ssh.readiness import offset_estimate
@@ -155,11 +156,14 @@ def inventory_toml(plan: FleetPlan, key: Path, known_hosts: Path, kernel_note: s
     return "\n".join(lines)
 
 
-def qemu_argv(vm: Vm, overlay: Path, seed_img: Path, console: Path, accel: str, memory_mb: int) -> list[str]:
-    argv = ["qemu-system-x86_64", "-name", vm.name, "-machine", "pc", "-m", str(memory_mb), "-smp", "1",
+def qemu_argv(vm: Vm, overlay: Path, seed_img: Path, console: Path, accel: str, memory_mb: int,
+              firmware: Firmware = FIRMWARE["bios"], nvram: Path | None = None) -> list[str]:
+    """The disk boots first whatever the firmware's own order (bootindex): UEFI would also offer
+    the NICs."""
+    argv = ["qemu-system-x86_64", "-name", vm.name, *firmware.argv(nvram), "-m", str(memory_mb), "-smp", "1",
             "-accel", "tcg,tb-size=64" if accel == "tcg" else "kvm", "-display", "none", "-monitor", "none",
             "-no-reboot", "-serial", f"file:{console}",
-            "-drive", f"file={overlay},if=virtio,format=qcow2",
+            "-drive", f"file={overlay},if=none,id=disk0,format=qcow2", "-device", "virtio-blk-pci,drive=disk0,bootindex=0",
             "-drive", f"file={seed_img},if=virtio,format=raw,readonly=on"]
     # TCG's default CPU (qemu64) lacks SSE4.2, which Debian's DPDK is built for; "max" has it
     argv += ["-cpu", "host" if accel == "kvm" else "max"]
@@ -248,10 +252,11 @@ class VmFleet:
     keeps them up until close(). Everything it creates is undone by close(), newest first."""
 
     def __init__(self, plan: FleetPlan, image_dir: Path, workdir: Path, procs: ProcessTable, *,
-                 accel: str = "auto", memory_mb: int = 512, boot_timeout_s: float = 420.0):
+                 accel: str = "auto", memory_mb: int = 512, boot_timeout_s: float = 420.0, firmware: str = "bios"):
         self.plan, self.image_dir, self.workdir, self.procs = plan, Path(image_dir), Path(workdir), procs
         self.accel, self.accel_why = choose_accel(accel)
         self.memory_mb, self.boot_timeout_s = memory_mb, boot_timeout_s
+        self.firmware = FIRMWARE[firmware]
         self.cleanup = CleanupStack()
         self.local = LocalExecutor("controller", procs)
         self.ns_exec = NetnsExecutor(plan.ns, plan.ns, procs)
@@ -262,7 +267,8 @@ class VmFleet:
         self.clock_steps_ms: dict[str, float] = {}
         self._qemu: dict[str, object] = {}              # VM name -> its qemu Process
 
-    def start(self) -> None:
+    def boot(self) -> None:
+        """The namespace and every VM up to its first-boot report (firstboot: what each says)."""
         image = self.image_dir / "longhaul.raw"
         if not image.is_file():
             raise FileNotFoundError(f"{image}: no appliance image; build it with `make image`")
@@ -275,7 +281,11 @@ class VmFleet:
         t0 = time.monotonic()
         for vm in self.plan.vms:
             self._boot(vm, image, key)
-        self._wait_ready(t0)
+        self._wait_ready(t0, [vm.name for vm in self.plan.vms])
+
+    def start(self) -> None:
+        """boot(), then the fleet's inventory and every VM's clock set to this machine's."""
+        self.boot()
         self.inventory_path.write_text(inventory_toml(self.plan, self.workdir / "controller_ed25519",
                                                       self.workdir / "known_hosts", self.kernel))
         self._step_clocks()
@@ -320,15 +330,29 @@ class VmFleet:
         overlay = self.workdir / f"{vm.name}.qcow2"
         self.local.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(image.resolve()), "-F", "raw", str(overlay)])
         self.cleanup.push(f"remove {overlay.name}", lambda: overlay.unlink(missing_ok=True))
-        argv = qemu_argv(vm, overlay, seed_img, self.workdir / f"{vm.name}-console.log", self.accel, self.memory_mb)
-        proc = self.ns_exec.start(argv, label=f"qemu {vm.name}", stderr=self.workdir / f"{vm.name}-qemu.err")
-        self.cleanup.push(f"stop qemu {vm.name} (pid {proc.pid})", lambda: proc.stop(term_timeout=10))
-        self._qemu[vm.name] = proc
+        argv = qemu_argv(vm, overlay, seed_img, self.workdir / f"{vm.name}-console.log", self.accel, self.memory_mb,
+                         self.firmware, self.workdir / f"{vm.name}-nvram.fd")
+        self._launch(vm.name, argv)
 
-    def _wait_ready(self, t0: float) -> None:
+    def _launch(self, name: str, argv: list[str]) -> None:
+        proc = self.ns_exec.start(argv, label=f"qemu {name}", stderr=self.workdir / f"{name}-qemu.err")
+        self.cleanup.push(f"stop qemu {name} (pid {proc.pid})", lambda: proc.stop(term_timeout=10))
+        self._qemu[name] = proc
+
+    def relaunch(self, name: str) -> None:
+        """A VM that rebooted (its qemu runs with -no-reboot, so it stopped) started again on its
+        own disk and variable store, up to its next first-boot report."""
+        old = self._qemu[name]
+        old.wait(timeout=120)
+        self.firstboot.pop(name, None)
+        (self.workdir / f"{name}-console.log").unlink(missing_ok=True)
+        self._launch(name, old.argv)
+        self._wait_ready(time.monotonic(), [name])
+
+    def _wait_ready(self, t0: float, names: list[str]) -> None:
         """Each VM is up when sshd answers on its management address and its first-boot report
         is on its serial console."""
-        waiting = {vm.name: vm for vm in self.plan.vms}
+        waiting = {name: self.plan.vm(name) for name in names}
         deadline = t0 + self.boot_timeout_s
         while waiting:
             for name, vm in list(waiting.items()):
@@ -363,6 +387,7 @@ class VmFleet:
     def as_dict(self) -> dict:
         """For the run's manifest: where the results came from."""
         return {"backend": "qemu", "accel": self.accel, "accel_why": self.accel_why, "kernel": self.kernel,
+                "firmware": self.firmware.name,
                 "image": {k: self.image_manifest.get(k) for k in ("base_key", "revision", "built", "suite")},
                 "memory_mb": self.memory_mb, "boot_seconds": self.boot_seconds, "clock_steps_ms": self.clock_steps_ms,
                 "vms": self.firstboot}
