@@ -109,6 +109,8 @@ class FakeProcess:
 class FakeExecutor:
     """Executor's interface for one lab host; every command is recorded in lab.commands."""
 
+    remote, lost = False, None          # a host that exists only as data cannot be lost
+
     def __init__(self, name: str, lab: FakeLab):
         self.name = name
         self.lab = lab

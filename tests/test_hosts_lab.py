@@ -34,14 +34,8 @@ from ssh_lab import (
 
 from longhaul.hardware.backends.base import LinkSettings
 from longhaul.hardware.backends.ssh.inventory import load_inventory
-from longhaul.hardware.backends.ssh.lab import (
-    HostFacts,
-    HostsFeatures,
-    HostsLab,
-    delay_settings,
-    hosts_plan,
-    inventory_dumbbell,
-)
+from longhaul.hardware.backends.ssh.lab import HostsLab, delay_settings, hosts_plan, inventory_dumbbell
+from longhaul.hardware.backends.ssh.preflight import HostFacts, HostsFeatures
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
 from longhaul.hardware.executors.process import Completed, ProcessTable, wait_until
@@ -130,7 +124,7 @@ def test_lab_interface_without_touching_hosts():
 
 
 def test_an_unknown_router_os_is_refused_before_anything_is_contacted():
-    from longhaul.hardware.backends.ssh.lab import _facts
+    from longhaul.hardware.backends.ssh.preflight import _facts
     inv = load_inventory(EXAMPLE)
     r1 = inv.host("R1").model_copy(update={"os": "plan9"})
     facts, problems = _facts(inv, r1, None)          # returns before any SSH command
@@ -141,6 +135,8 @@ def test_an_unknown_router_os_is_refused_before_anything_is_contacted():
 class RecordingHost:
     """A FreeBSD or Linux machine that answers what a lab build reads and records every command
     (no FreeBSD can boot here: this checks the dispatch, not Dummynet)."""
+
+    remote, lost = True, None          # a machine of its own, answering
 
     def __init__(self, name, log, ipfw_state="65535 allow ip from any to any\n"):
         self.name, self.log, self.ipfw_state = name, log, ipfw_state
@@ -234,7 +230,7 @@ def test_a_freebsd_router_with_our_rule_numbers_taken_is_left_alone(monkeypatch)
 
 
 def test_a_freebsd_router_needs_no_netem_or_delay_line():
-    from longhaul.hardware.backends.ssh.lab import _facts
+    from longhaul.hardware.backends.ssh.preflight import _facts
     inv = load_inventory(EXAMPLE)
     r1 = inv.host("R1").model_copy(update={"os": "freebsd"})
     facts, problems = _facts(inv, r1, None)          # Dummynet delays itself: nothing to ask the router
@@ -573,7 +569,7 @@ def _with_generator(tmp_path: Path) -> Path:
 def test_the_generator_is_g1_of_the_lab_and_gives_trex_its_tree_port_and_receiver(tmp_path):
     from longhaul.hardware.backends.base import GENERATOR, LabSpec
     from longhaul.hardware.backends.ssh.backend import SshBackend, SshConfigured, SshSession
-    from longhaul.hardware.backends.ssh.lab import _facts, lab_machines
+    from longhaul.hardware.backends.ssh.preflight import _facts, lab_machines
     path = _with_generator(tmp_path)
     inv = load_inventory(path)
     assert SshBackend().has_generator(SshConfigured(path)) and not SshBackend().has_generator(SshConfigured(EXAMPLE))

@@ -98,7 +98,8 @@ def test_profile_runs_on_vms_booted_from_the_image(vm_run):
     assert vm_lab["kernel"].endswith("-amd64") and vm_lab["accel"] in ("tcg", "kvm")
     assert set(vm_lab["vms"]) == {"S1", "R1", "R2", "D1"}
     assert {v["role"] for v in vm_lab["vms"].values()} == {"sender", "router", "receiver"}
-    # the suite's fleet is the legacy-BIOS boot of the image (tests/test_vm_firmware.py: UEFI, Secure Boot)
+    # this fleet is the legacy-BIOS boot of the image (the OPS fleet below UEFI; tests/test_vm_firmware.py
+    # Secure Boot)
     assert vm_lab["firmware"] == "bios"
     assert all((v["firmware"], v["secure_boot"]) == ("bios", False) for v in vm_lab["vms"].values()), vm_lab["vms"]
     assert all(k.startswith("Linux ") and k.endswith("-amd64") for k in feats["kernels"].values())
@@ -250,7 +251,8 @@ def test_ops_record_and_run_on_the_vm_lab(vm_run, tmp_path):
     lab.write_text(OPS_LAB)
     config = write_lab_config(tmp_path, (REPO / "profiles" / "vm-smoke.toml").read_text(), "vm-smoke",
                               verify=TCG_VERIFY)
-    config.write_text(config.read_text() + f'\n[lab]\nbackend = "qemu"\n[lab.qemu]\nimage = "{IMAGE}"\n')
+    # these fleets boot by UEFI (OVMF), the smoke fleet by BIOS: the image's two firmware paths
+    config.write_text(config.read_text() + f'\n[lab]\nbackend = "qemu"\n[lab.qemu]\nimage = "{IMAGE}"\nfirmware = "uefi"\n')
     out = tmp_path / "ds.csv"
     done = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", "ops", "record", "--lab", str(lab),
                            "--out", str(out), "--classes", "none,cubic", "--probing", "passive",
@@ -282,7 +284,9 @@ def test_ops_record_and_run_on_the_vm_lab(vm_run, tmp_path):
     print(ran.stderr[-4000:], file=sys.stderr)
     assert ran.returncode == 0, ran.stderr[-3000:]
     run_dir = Path(ran.stdout.strip().splitlines()[-1])
-    assert json.loads((run_dir / "manifest.json").read_text())["backend"] == "qemu"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["backend"] == "qemu" and manifest["features"]["vm_lab"]["firmware"] == "uefi"
+    assert all((v["firmware"], v["secure_boot"]) == ("uefi", False) for v in manifest["features"]["vm_lab"]["vms"].values())
     fig29 = json.loads((run_dir / "ops" / "fig29.json").read_text())["schemes"]
     assert [(f["background"], f["scheme"]) for f in fig29] == [("cubic", "Adaptive")]
     for scheme in fig29:

@@ -38,6 +38,8 @@ class RunSection(Strict):
     # host cannot line up with a sweep axis; labs are rebuilt only when the topology changes
     order: Literal["sequential", "random"] = "sequential"
     seed: int | None = Field(None, ge=0)
+    # a lab host lost during a trial (appliance/run/runner.py): end the run, or go on without it
+    on_host_failure: Literal["stop", "continue"] = "stop"
 
 
 class ReportSection(Strict):

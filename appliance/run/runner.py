@@ -177,6 +177,21 @@ class Runner:
             remaining[spec.id] -= 1
             if remaining[spec.id] == 0:
                 store.end_cell(entry, "complete" if spec.id not in self.failed_cells else "failed")
+            if trial.lost_hosts:
+                self._host_lost(spec, job.trial, trial)
+
+    def _host_lost(self, spec: CellSpec, trial_no: int, trial) -> None:
+        """A lab host stopped answering during the trial: the lab is torn down now (the other hosts
+        restored; the lost one's commands fail at once), then [run] on_host_failure says whether
+        the run stops or goes on with a lab built again."""
+        names = (self._lab.record or {}).get("hosts", {}) if self._lab is not None else {}
+        hosts = ", ".join(f"{h} ({names[h]['machine']})" if h in names else h for h in trial.lost_hosts)
+        self._teardown_lab()
+        if self.config.data.run.on_host_failure == "stop":
+            raise RuntimeError(f"{hosts} lost in trial {trial_no} of {spec.id} ({trial.error}); the run stops "
+                               "([run] on_host_failure = 'stop'); `longhaul run --resume RUN_DIR` finishes it once "
+                               "the host is back")
+        self.progress.message(f"{hosts} lost in trial {trial_no} of {spec.id}; the run goes on (on_host_failure)")
 
     def _checked(self, lab, spec: CellSpec, entry: CellEntry, store: FileRunWriter) -> bool:
         """Full verification before a cell's first trial; after a rebuild of its lab, the idle RTT."""

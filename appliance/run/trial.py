@@ -55,6 +55,7 @@ from longhaul.drivers.result import Result
 from longhaul.drivers.tool import BurstSpec, ServerSpec, Shape, Tool
 from longhaul.hardware.backends.base import GENERATOR
 from longhaul.hardware.executors.process import Process, wait_until
+from longhaul.hardware.host_watch import HostLost, HostWatch
 from longhaul.hardware.path_rtt import below_floor
 from longhaul.hardware.tuning import buffer_limit
 
@@ -157,13 +158,17 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
                             period_s=1 / cell.probe.tcpinfo_hz)
     started_wall = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     trial_errors: list[str] = []
+    lost: dict[str, str] = {}
     t0 = time.monotonic() + offset
-    with StealMeter() as steal:
+    with StealMeter() as steal, HostWatch({h.name: lab.executor(h.name) for h in lab.topo.hosts}) as watch:
         probe.start(t0)
         sampler.start(t0)
         try:
             with phases("flows"):
-                _drive(lab, runs, t0, on_tick, probe, sampler, cell.probe.duration_s or 0.0)
+                _drive(lab, runs, t0, on_tick, probe, sampler, cell.probe.duration_s or 0.0, watch)
+        except HostLost as exc:     # the runner decides: stop the run, or go on ([run] on_host_failure)
+            lost = exc.hosts
+            trial_errors.append(f"{exc} at {time.monotonic() - t0:.1f} s of the trial")
         except (TimeoutError, RuntimeError) as exc:  # this trial failed; the run goes on with the next one
             trial_errors.append(str(exc))
         finally:
@@ -185,6 +190,7 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
     summary = _summarise(spec, runs, trial_no, trial_dir, probe, sampler, meter, idle_rtt_ms, started_wall, duration,
                          trial_errors)
     summary.host_cpu_steal_pct = steal.percent
+    summary.lost_hosts = sorted(lost)
     phases.add("trial wind-down", time.monotonic() - wind_down)
     return summary
 
@@ -339,11 +345,12 @@ def _events(runs: list[FlowRun]) -> list[tuple[float, int, str, FlowRun, Launch]
     return sorted(events, key=lambda e: (e[0], e[1]))
 
 
-def _drive(lab, runs: list[FlowRun], t0: float, on_tick, probe, sampler, probe_s: float) -> None:
+def _drive(lab, runs: list[FlowRun], t0: float, on_tick, probe, sampler, probe_s: float, watch: HostWatch) -> None:
     pending = _events(runs)
     deadline = t0 + max([_planned_end(r.flow) for r in runs] + [probe_s]) + GRACE_S
     next_tick = time.monotonic()
     while True:
+        watch.check()
         now = time.monotonic()
         while pending and pending[0][0] <= now - t0:
             _, _, kind, run, launch = pending.pop(0)

@@ -234,6 +234,8 @@ class TrialSummary(Record):
     rtt: RttStats | None = None
     collector: CollectorCounts | None = None
     host_cpu_steal_pct: float | None = None
+    # since hosts are watched during trials (left out where none was lost): the lab hosts lost
+    lost_hosts: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
 
     @property
     def ok(self) -> bool:

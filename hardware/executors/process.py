@@ -118,11 +118,25 @@ class ProcessTable:
 
 
 class Executor:
-    """Runs argv on one host. Subclasses only say how argv reaches the host (wrap)."""
+    """Runs argv on one host. Subclasses only say how argv reaches the host (wrap).
+
+    `remote`: the host is a machine of its own that can fail while this one runs on (SSH); a
+    host of this machine (itself, a namespace) cannot be lost apart from it. `lost`: why a remote
+    host is taken as lost (hardware/host_watch.py fences it), after which no command waits on it."""
+
+    remote = False
 
     def __init__(self, name: str, procs: ProcessTable):
         self.name = name
         self.procs = procs
+        self.lost: str | None = None
+
+    def alive(self, timeout: float) -> bool:
+        """Whether the host answers a command within `timeout` (a host of this machine always does)."""
+        return True
+
+    def fence(self, why: str) -> None:
+        self.lost = why
 
     def wrap(self, argv: list[str]) -> list[str]:
         return list(argv)

@@ -263,8 +263,21 @@ class SshExecutor(Executor):
 
     # -- run, start, stop ---------------------------------------------------------------------
 
+    remote = True
+
+    def alive(self, timeout: float) -> bool:
+        try:
+            return self.run(["true"], timeout=timeout, check=False).returncode == 0
+        except CommandError:
+            return False
+
+    def _refuse_if_lost(self, argv: list[str]) -> None:
+        if self.lost is not None:
+            raise CommandError(self.name, argv, 255, f"host lost: {self.lost}")
+
     def run(self, argv: list[str], timeout: float = 30.0, check: bool = True, input: str | None = None) -> Completed:
         argv = [str(a) for a in argv]
+        self._refuse_if_lost(argv)
         sharing, slots = self._shared() if self.share else (None, contextlib.nullcontext())
         with slots:
             if input is None:
@@ -335,6 +348,7 @@ class SshExecutor(Executor):
     def start(self, argv: list[str], label: str = "", stdout: Path | None = None,
               stderr: Path | None = None) -> SshProcess:
         argv = [str(a) for a in argv]
+        self._refuse_if_lost(argv)
         out = open(stdout, "wb") if stdout else subprocess.DEVNULL
         try:
             popen = self._popen(self.wrap(argv, watch=True, announce=True), argv, stdin=subprocess.PIPE,

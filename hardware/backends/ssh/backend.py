@@ -13,6 +13,7 @@ from longhaul.hardware.backends.base import GENERATOR, LabNeeds, LabSpec, Readin
 from longhaul.hardware.backends.ssh import lab as hosts_lab
 from longhaul.hardware.backends.ssh.check import check_inventory, wants
 from longhaul.hardware.backends.ssh.inventory import Inventory, inventory_path, load_inventory
+from longhaul.hardware.backends.ssh.preflight import HostsFeatures, preflight
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import ProcessTable
 from longhaul.hardware.executors.ssh_masters import MASTERS
@@ -33,7 +34,7 @@ class SshSession:
     runs_tools_here = False          # the programs are checked on the hosts by the preflight
     congestion_controls = None
 
-    def __init__(self, inventory: Inventory, features: hosts_lab.HostsFeatures, procs, backend: str):
+    def __init__(self, inventory: Inventory, features: HostsFeatures, procs, backend: str):
         self.inventory, self.features, self._procs, self._backend = inventory, features, procs, backend
 
     def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> hosts_lab.HostsLab:
@@ -59,7 +60,7 @@ def open_session(inventory_path: Path, needs: LabNeeds, procs: ProcessTable, bac
     plans need); PreflightError names every failed check."""
     inventory = load_inventory(inventory_path)
     try:
-        features = hosts_lab.preflight(inventory, inventory_path, needs.pairs, wants(needs), generator=needs.generator)
+        features = preflight(inventory, inventory_path, needs.pairs, wants(needs), generator=needs.generator)
     except RuntimeError as exc:
         raise PreflightError(f"preflight failed: {exc}") from None
     features.backend = backend           # the manifest says which backend drove these hosts
