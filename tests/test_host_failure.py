@@ -12,24 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_hosts_lab import HOSTS, PROFILE, RealLab, _skip, host_state
+from test_hosts_lab import HOSTS, PROFILE, RealLab, host_state, real_lab  # noqa: F401 (the lab fixture)
 
 from longhaul.hardware.executors.process import wait_until
 
 pytestmark = pytest.mark.lab
-
-
-@pytest.fixture(scope="module")
-def real_lab(tmp_path_factory):
-    reason = _skip()
-    if reason:
-        pytest.skip(reason)
-    lab = RealLab(tmp_path_factory.mktemp("hfail"))
-    try:
-        lab.build()
-        yield lab
-    finally:
-        lab.close()
 
 
 def _links(lab: RealLab, host: str, state: str) -> None:
@@ -41,7 +28,7 @@ def _others(state: dict, lost: str) -> dict:
     return {k: v for k, v in state.items() if k.split(":")[0] != lost}
 
 
-def test_a_sender_cut_off_mid_trial_is_named_the_rest_restored_and_resume_finishes(real_lab, tmp_path):
+def test_a_sender_cut_off_mid_trial_is_named_the_rest_restored_and_resume_finishes(real_lab, tmp_path):  # noqa: F811
     config = real_lab.config(tmp_path, PROFILE.replace("duration_s = 5", "duration_s = 40"))
     config.write_text(config.read_text().replace("attempts = 6", "enabled = false\nattempts = 6"))
     before = host_state(real_lab.ns)

@@ -53,4 +53,6 @@ def test_a_fenced_ssh_host_refuses_every_command_at_once(tmp_path):
     for attempt in (lambda: ssh.run(["sysctl", "-w", "x=1"]), lambda: ssh.start(["iperf3", "-c", "x"])):
         with pytest.raises(CommandError, match="host lost: no answer over SSH for 20 s"):
             attempt()
+    done = ssh.run(["tc", "qdisc", "del", "dev", "wan", "root"], check=False)      # teardown's way: no raise
+    assert (done.returncode, done.stderr) == (255, "host lost: no answer over SSH for 20 s")
     assert ssh.alive(1.0) is False and time.monotonic() - t0 < 0.5

@@ -276,7 +276,10 @@ class SshExecutor(Executor):
             raise CommandError(self.name, argv, 255, f"host lost: {self.lost}")
 
     def run(self, argv: list[str], timeout: float = 30.0, check: bool = True, input: str | None = None) -> Completed:
+        """A lost host's command fails at once, as ssh does when it cannot reach a host (255)."""
         argv = [str(a) for a in argv]
+        if self.lost is not None and not check:
+            return Completed(argv, 255, "", f"host lost: {self.lost}")
         self._refuse_if_lost(argv)
         sharing, slots = self._shared() if self.share else (None, contextlib.nullcontext())
         with slots:

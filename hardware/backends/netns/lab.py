@@ -171,11 +171,10 @@ def namespace_pids(netns: str) -> list[int]:
     return [int(tok) for tok in out.stdout.split() if tok.isdigit()]
 
 
-def remove_namespace(netns: str) -> None:
-    """Stop whatever still runs in one of our namespaces (by pid), then delete it; the kernel
-    takes its veths, qdiscs and iptables rules with it."""
+def end_pids(live) -> None:
+    """SIGTERM to the pids live() names, two seconds to go, then SIGKILL to what is left."""
     for signum in (signal.SIGTERM, signal.SIGKILL):
-        pids = namespace_pids(netns)
+        pids = live()
         if not pids:
             break
         for pid in pids:
@@ -184,7 +183,13 @@ def remove_namespace(netns: str) -> None:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + 2
-        while time.monotonic() < deadline and namespace_pids(netns):
+        while time.monotonic() < deadline and live():
             time.sleep(0.05)
+
+
+def remove_namespace(netns: str) -> None:
+    """Stop whatever still runs in one of our namespaces (by pid), then delete it; the kernel
+    takes its veths, qdiscs and iptables rules with it."""
+    end_pids(lambda: namespace_pids(netns))
     LocalExecutor("controller", ProcessTable()).run(["ip", "netns", "del", netns], check=False)
     shutil.rmtree(NETNS_ETC / netns, ignore_errors=True)

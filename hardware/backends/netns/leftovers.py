@@ -16,11 +16,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import time
 from pathlib import Path
 
-from longhaul.hardware.backends.netns.lab import NETNS_ETC, remove_namespace
+from longhaul.hardware.backends.netns.lab import NETNS_ETC, end_pids, remove_namespace
 from longhaul.hardware.executors.process import NETNS_DIR, ProcessTable, start_ticks
 from longhaul.hardware.topology import NS_PREFIX
 
@@ -70,20 +68,6 @@ def _stale_tags() -> list[str]:
     return sorted(m.stem for m in STATE_DIR.glob("*.json") if not _owner_alive(m.stem)) if STATE_DIR.is_dir() else []
 
 
-def _end(pids: list[int]) -> None:
-    """SIGTERM, a moment to go, then SIGKILL for what is left (only these pids)."""
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        live = [pid for pid in pids if _alive(pid)]
-        for pid in live:
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline and any(_alive(pid) for pid in live):
-            time.sleep(0.05)
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -125,7 +109,8 @@ def find() -> list[str]:
 def clean() -> list[str]:
     removed = find()
     for tag in _stale_tags():
-        _end([pid for pid, _ in _journaled(tag)])
+        pids = [pid for pid, _ in _journaled(tag)]
+        end_pids(lambda pids=pids: [pid for pid in pids if _alive(pid)])
     for name in removed:
         if not name.startswith("process "):
             remove_namespace(name)
