@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from longhaul.hardware.executors.process import Executor
 
-PERIOD_S = 3.0
+PERIOD_S = 5.0
 TIMEOUT_S = 8.0         # an emulated VM's sshd under load answers in well under a second
 MISSES = 2              # so a host is named lost at most ~2 x (PERIOD_S + TIMEOUT_S) after it went
 

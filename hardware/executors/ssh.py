@@ -266,10 +266,18 @@ class SshExecutor(Executor):
     remote = True
 
     def alive(self, timeout: float) -> bool:
-        try:
-            return self.run(["true"], timeout=timeout, check=False).returncode == 0
-        except CommandError:
+        """`true` through the login shell alone, over the shared connection: no watcher script,
+        so an emulated host pays one exec for it, not the forks a command's watcher costs."""
+        if self.lost is not None:
             return False
+        sharing, slots = self._shared() if self.share else (None, contextlib.nullcontext())
+        with slots:
+            try:
+                done = subprocess.run(self.ssh_argv("true", sharing), stdin=subprocess.DEVNULL, capture_output=True,
+                                      timeout=timeout, start_new_session=True)
+            except (subprocess.TimeoutExpired, OSError):
+                return False
+        return done.returncode == 0
 
     def _refuse_if_lost(self, argv: list[str]) -> None:
         if self.lost is not None:
