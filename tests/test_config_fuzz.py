@@ -495,7 +495,7 @@ def root(tmp_path_factory) -> Path:
     image = base / "build" / "image"
     image.mkdir(parents=True)
     for name in IMAGE_FILES:
-        (image / name).write_text("")
+        (image / name).write_text("{}" if name.endswith(".json") else "")     # configure() reads the manifest
     (base / "mutated").mkdir()
     return base
 

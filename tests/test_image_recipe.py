@@ -424,3 +424,21 @@ def test_the_image_is_built_from_the_machines_own_apt_sources(tmp_path):
     (tmp_path / "sources.list.d" / "debian.sources").unlink()
     with pytest.raises(ValueError, match="no `main` entry for bookworm-security"):
         image_mirrors("bookworm", read_sources(tmp_path))
+
+
+def test_the_qemu_lab_boots_only_by_a_firmware_its_image_boots_by(tmp_path):
+    """An image built before it booted by UEFI lists no firmware (legacy BIOS only): asking it for
+    UEFI is refused at the key; an image that lists it is taken."""
+    from longhaul.core.errors import SettingError
+    from longhaul.hardware.backends.qemu.backend import QemuBackend, QemuSettings
+    image = tmp_path / "build/image"
+    image.mkdir(parents=True)
+    (image / "longhaul.raw").write_bytes(b"")
+    (image / "manifest.json").write_text("{}")
+    settings = QemuSettings.model_validate({"qemu": {"firmware": "uefi"}})
+    with pytest.raises(SettingError) as exc:
+        QemuBackend().configure(settings, tmp_path)
+    assert exc.value.keypath == ("qemu", "firmware") and "boots by: bios" in str(exc.value), exc.value
+    (image / "manifest.json").write_text('{"firmware": ["bios", "uefi", "uefi-secureboot"]}')
+    if FIRMWARE["uefi"].missing() is None:
+        assert QemuBackend().configure(settings, tmp_path).section.firmware == "uefi"

@@ -58,8 +58,13 @@ class QemuBackend:
         if missing:
             raise SettingError(("qemu", "image"), settings.qemu.image,
                                f"an image directory with {' and '.join(missing)} ({found}: build it with `make image`)")
+        try:
+            manifest = json.loads((found / "manifest.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise SettingError(("qemu", "image"), settings.qemu.image,
+                               f"an image directory with a readable manifest.json ({found}: {exc}; make image)") from None
         firmware = settings.qemu.firmware
-        boots = json.loads((found / "manifest.json").read_text()).get("firmware", ["bios"])
+        boots = manifest.get("firmware", ["bios"]) if isinstance(manifest, dict) else ["bios"]
         if firmware not in boots:       # an image built before it booted by UEFI
             raise SettingError(("qemu", "firmware"), firmware,
                                f"a firmware the image at {found} boots by: {', '.join(boots)} (rebuild it: make image)")
