@@ -50,10 +50,15 @@ def mbps(nbytes: float, seconds: float) -> float | None:
 CEILING_SLACK = 1.03
 
 
-def payload_ceiling_mbps(rate_mbps: float, mtu: int) -> float:
-    """The most TCP payload a bottleneck of rate_mbps can pass: full segments (mtu - 52: IP, TCP and
-    timestamps) in Ethernet frames (mtu + 14)."""
-    return rate_mbps * (mtu - 52) / (mtu + 14)
+# the headers inside a full packet that are not payload: IP, TCP and its timestamps; IP and UDP
+PAYLOAD_OVERHEAD = {"tcp": 52, "udp": 28}
+
+
+def payload_ceiling_mbps(rate_mbps: float, mtu: int, protocols=("tcp",)) -> float:
+    """The most payload a bottleneck of rate_mbps can pass: full packets of the protocols' own
+    payload (mtu - 52 for TCP, mtu - 28 for UDP, whose receivers count datagram payload) in
+    Ethernet frames (mtu + 14); where several protocols share it, the largest."""
+    return max(rate_mbps * (mtu - PAYLOAD_OVERHEAD[p]) / (mtu + 14) for p in protocols)
 
 
 def seconds_above(rows, ceiling_mbps: float, slack: float = CEILING_SLACK) -> list[tuple[int, float]]:

@@ -271,8 +271,9 @@ def test_no_stored_second_exceeds_what_the_bottleneck_can_pass(tmp_path):
     run_dir = Path(res.stdout.strip().splitlines()[-1])
     cells = {c["scenario"]: c for c in json.loads((run_dir / "summary.json").read_text())["cells"]}
     assert sorted(cells) == ["tcp", "udp", "udt"]
-    ceiling = 200 * 1448 / 1514
     for name, cell in cells.items():
+        # the receivers count payload: TCP's is mtu - 52 of a packet, UDP's mtu - 28 (collectors/metrics.py)
+        ceiling = 200 * (1472 if name == "udp" else 1448) / 1514
         (trial,) = cell["trials"]
         assert trial["status"] == "ok", (name, trial["error"])
         per_second: dict[int, float] = {}

@@ -433,7 +433,8 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, meter, idle_rtt_
             if launch.result is not None:
                 throughput_rows += _throughput_rows(run.flow.name, launch)
     topology = spec.cell.topology
-    above = seconds_above(throughput_rows, payload_ceiling_mbps(topology.bottleneck_rate_mbps, topology.mtu))
+    above = seconds_above(throughput_rows, payload_ceiling_mbps(topology.bottleneck_rate_mbps, topology.mtu,
+                                                                {r.flow.protocol for r in runs}))
     if above:       # a measurement or lab fault, never a result (docs/results-format.md)
         log.warning("trial %d of %s: %d seconds above the bottleneck's payload ceiling, worst %.1f Mb/s at %d s",
                     trial_no, spec.id, len(above), max(v for _, v in above), max(above, key=lambda a: a[1])[0])

@@ -1,6 +1,6 @@
 """What no stored run of a right lab can hold, checked on the store alone: a second in which the
-receivers got more than the bottleneck can pass (TCP payload through Ethernet framing, with the
-one-second bins' slack: collectors/metrics.py), and an RTT below the configured propagation delay
+receivers got more than the bottleneck can pass (the flows' payload through Ethernet framing, with
+the one-second bins' slack: collectors/metrics.py), and an RTT below the configured propagation delay
 (a probe round or a data socket's smoothed RTT: hardware/path_rtt.py's floor). Either is a fault
 of the lab or of the measurement, never a result. The trial counts both as it stores them
 (trial.json's `collector`); this reads the trial tables again, so it holds for runs stored before
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from longhaul.collectors.metrics import payload_ceiling_mbps, seconds_above
+from longhaul.collectors.metrics import PAYLOAD_OVERHEAD, payload_ceiling_mbps, seconds_above
 from longhaul.collectors.store.format import RTT_CSV, TCPINFO_CSV, THROUGHPUT_CSV
 from longhaul.collectors.store.reader import StoredRun
 from longhaul.collectors.store.series import read_rows
@@ -42,8 +42,8 @@ def _number(text) -> float | None:
 
 
 def check_trial(store: StoredRun, cell_id: str, trial: int, rate_mbps: float, mtu: int,
-                rtt_ms: float) -> TrialInvariants:
-    out = TrialInvariants(cell_id, trial, payload_ceiling_mbps(rate_mbps, mtu), floor_limit(rtt_ms))
+                rtt_ms: float, protocols=("tcp",)) -> TrialInvariants:
+    out = TrialInvariants(cell_id, trial, payload_ceiling_mbps(rate_mbps, mtu, protocols), floor_limit(rtt_ms))
     where = store.trial_dir(cell_id, trial)
     rows = read_rows(where / THROUGHPUT_CSV, out.problems) or []
     parsed = [(t, r["flow"], r["stream"], v) for r in rows
@@ -68,8 +68,9 @@ def check_run(store: StoredRun) -> list[TrialInvariants]:
             continue
         for trial in entry.trials:
             if trial.trial is not None and store.trial_dir(entry.id, trial.trial).is_dir():
+                protocols = {f.protocol for f in entry.flows if f.protocol in PAYLOAD_OVERHEAD} or {"tcp"}
                 found.append(check_trial(store, entry.id, trial.trial, topo.bottleneck_rate_mbps, topo.mtu or 1500,
-                                         topo.rtt_ms or 0.0))
+                                         topo.rtt_ms or 0.0, protocols))
     return found
 
 
