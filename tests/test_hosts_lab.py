@@ -34,7 +34,13 @@ from ssh_lab import (
 
 from longhaul.hardware.backends.base import LinkSettings
 from longhaul.hardware.backends.ssh.inventory import load_inventory
-from longhaul.hardware.backends.ssh.lab import HostsLab, delay_settings, hosts_plan, inventory_dumbbell
+from longhaul.hardware.backends.ssh.lab import (
+    HostsLab,
+    delay_settings,
+    inventory_dumbbell,
+    shaping_steps,
+    sysctl_steps,
+)
 from longhaul.hardware.backends.ssh.preflight import HostFacts, HostsFeatures
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
@@ -42,6 +48,11 @@ from longhaul.hardware.executors.process import Completed, ProcessTable, wait_un
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "hardware" / "example-inventory.toml"
+
+
+def hosts_plan(topo, settings, allowed, netem, path_rtt_ms=None, may_allow=frozenset()):
+    """Everything a lab build runs on the hosts, in order: sysctls, then the bottleneck's shaping."""
+    return sysctl_steps(topo, settings, allowed, may_allow=may_allow) + shaping_steps(topo, settings, netem, path_rtt_ms)
 
 
 # -- pure: topology and plan from the example inventory ------------------------------------------

@@ -10,7 +10,7 @@ steps go on the run's CleanupStack first, so a failure, a crash of a trial or Ct
 as found. `record` holds before/applied/after per host for the run's manifest (seed 000 Fig. 6a).
 
 Pure parts: `inventory_dumbbell` (lab names S<i>/D<i>/R1/R2 -> the inventory's machines and test
-interfaces) and `hosts_plan` (the Step list). Each router's shaping comes from its OS's plans
+interfaces), `sysctl_steps` and `shaping_steps` (the Step lists). Each router's shaping comes from its OS's plans
 (hardware/routers/registry.py, by the inventory's `os`: tc on Linux, Dummynet on FreeBSD); an OS
 with no entry there is refused at preflight.
 """
@@ -126,14 +126,6 @@ def shaping_steps(topo: Dumbbell, settings: LinkSettings, netem: dict[str, bool]
     the delay line, see HostsLab.build)."""
     return [Step(host, argv) for shape, host in bottleneck_shapes(topo, delay_settings(settings, path_rtt_ms))
             for argv in _router(routers, host).shaping(shape, netem.get(host, False))]
-
-
-def hosts_plan(topo: Dumbbell, settings: LinkSettings, allowed: dict[str, tuple[str, ...]],
-               netem: dict[str, bool], path_rtt_ms: float | None = None,
-               routers: dict[str, RouterOS] | None = None, may_allow: frozenset[str] = frozenset()) -> list[Step]:
-    """Only what longhaul owns on real hosts: sysctls, then the bottleneck's shaping."""
-    return (sysctl_steps(topo, settings, allowed, routers, may_allow)
-            + shaping_steps(topo, settings, netem, path_rtt_ms, routers))
 
 
 def _one_line(value: str) -> str:
