@@ -47,8 +47,8 @@ have=$([ -n "$go" ] && "$go" env GOVERSION 2>/dev/null || true)
 minor=$(printf '%s' "$have" | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
 if [ -z "$minor" ] || [ "$minor" -lt 25 ]; then
   where=$(command -v telegraf || true)
-  echo "skipped: Telegraf $VERSION needs Go >= 1.25 (found: ${have:-no Go});" \
-       "${where:+$where is used;} without one, a run with [store] influx and telegraf = true is refused"
+  echo "skipped: Telegraf $VERSION needs Go >= 1.25 (found: ${have:-no Go}); ${where:+$where is used; }without" \
+       "one, a run with [store] influx and telegraf = true is refused"
   exit 0
 fi
 

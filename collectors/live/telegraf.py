@@ -33,7 +33,7 @@ from pathlib import Path
 
 from longhaul.core.paths import BUILD_BIN
 from longhaul.hardware.executors.process import CommandError, Executor, Process, wait_until
-from longhaul.hardware.executors.ssh import SshExecutor, map_paths
+from longhaul.hardware.executors.ssh import map_paths
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def telegraf_config(host: str, run_id: str, tags: dict[str, str], output_path: s
 
 def is_remote(executor: Executor) -> bool:
     """Whether the host's files are another machine's (SSH, VMs) rather than this one's."""
-    return isinstance(executor, SshExecutor)
+    return executor.remote
 
 
 INSTALL_HINT = ("install InfluxData's telegraf package (docs/telemetry.md), or `make telegraf` where a Go >= 1.25 "
