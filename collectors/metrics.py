@@ -57,8 +57,9 @@ PAYLOAD_OVERHEAD = {"tcp": 52, "udp": 28}
 def payload_ceiling_mbps(rate_mbps: float, mtu: int, protocols=("tcp",)) -> float:
     """The most payload a bottleneck of rate_mbps can pass: full packets of the protocols' own
     payload (mtu - 52 for TCP, mtu - 28 for UDP, whose receivers count datagram payload) in
-    Ethernet frames (mtu + 14); where several protocols share it, the largest."""
-    return max(rate_mbps * (mtu - PAYLOAD_OVERHEAD[p]) / (mtu + 14) for p in protocols)
+    Ethernet frames (mtu + 14); where several protocols share it, the largest. A trial with no
+    flows of its own (a passive OPS recording) has TCP's, though it has no seconds to check."""
+    return max(rate_mbps * (mtu - PAYLOAD_OVERHEAD[p]) / (mtu + 14) for p in protocols or ("tcp",))
 
 
 def seconds_above(rows, ceiling_mbps: float, slack: float = CEILING_SLACK) -> list[tuple[int, float]]:

@@ -230,6 +230,7 @@ def test_the_payload_ceiling_and_the_seconds_above_it():
     assert payload_ceiling_mbps(500, 1500) == pytest.approx(500 * 1448 / 1514)
     assert payload_ceiling_mbps(500, 1500, {"udp"}) == pytest.approx(500 * 1472 / 1514)     # a datagram's payload
     assert payload_ceiling_mbps(500, 1500, {"tcp", "udp"}) == payload_ceiling_mbps(500, 1500, {"udp"})
+    assert payload_ceiling_mbps(500, 1500, set()) == payload_ceiling_mbps(500, 1500)   # a trial with no flows
     rows = [[1.0, "fg", "all", 300.0], [1.0, "fg", "0", 300.0], [1.0, "bg", "all", 200.0],   # 500 together
             [2.0, "fg", "all", 480.0], [2.4, "fg", "all", 900.0],     # a burst's short last interval
             [3.0, "fg", "all", 200.0]]

@@ -87,7 +87,8 @@ def record_dataset(spec: OpsLabFile, classes: dict[str, list[str]], modes: list[
     if isinstance(run.failure, Interrupted):
         raise run.failure
     if run.status != "complete":
-        raise RunError(f"the recording run {run.run_dir} ended {run.status}; the classes it finished are in "
+        why = f" ({run.failure})" if run.failure is not None else ""
+        raise RunError(f"the recording run {run.run_dir} ended {run.status}{why}; the classes it finished are in "
                        f"{out_csv}") from run.failure
     return out_csv, run
 
