@@ -291,20 +291,24 @@ def runner_args(trex_path: str, streams: list[StreamDecl], *, duration_s: float 
     return args
 
 
+def server_argv(trex_path: str, trex_cfg: str | None = None, cores: int = 1) -> list[str]:
+    """The TRex server in interactive (stateless) mode, answering on RPC_PORT."""
+    # t-rex-64 finds its libraries relative to the release tree, so it is started from there
+    command = f"cd {shlex.quote(str(PurePosixPath(trex_path)))} && exec ./t-rex-64 -i -c {int(cores)} --no-scapy-server"
+    if trex_cfg:
+        command += f" --cfg {shlex.quote(trex_cfg)}"
+    return ["sh", "-c", command]
+
+
 def launch_plan(trex_path: str, streams: list[StreamDecl], *, workdir: str = "/tmp", tag: str = "lh",
                 duration_s: float | None = None, ports=(0,), server: str = "127.0.0.1",
                 python: str = "python3", trex_cfg: str | None = None, cores: int = 1) -> LaunchPlan:
     """Files and commands to run `streams` on a TRex host; trex_path is the release tree from config."""
-    root = PurePosixPath(trex_path)
     profile, runner = PurePosixPath(workdir) / f"{tag}-profile.py", PurePosixPath(workdir) / f"{tag}-runner.py"
     args = runner_args(trex_path, streams, duration_s=duration_s, ports=ports, server=server,
                        profile_path=str(profile))
-    # t-rex-64 finds its libraries relative to the release tree, so it is started from there
-    server_cmd = f"cd {shlex.quote(str(root))} && exec ./t-rex-64 -i -c {int(cores)} --no-scapy-server"
-    if trex_cfg:
-        server_cmd += f" --cfg {shlex.quote(trex_cfg)}"
     return LaunchPlan(files={str(profile): profile_source(streams), str(runner): RUNNER},
-                      server_argv=["sh", "-c", server_cmd],
+                      server_argv=server_argv(trex_path, trex_cfg, cores),
                       server_ready=["ss", "-lntH", "sport", "=", f":{RPC_PORT}"],
                       argv=[python, str(runner), json.dumps(args, sort_keys=True)],
                       expected_s=expected_seconds(streams))

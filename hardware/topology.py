@@ -6,6 +6,8 @@ their own namespaces:
   receiver Di    eth0 10.2.i.2/24, default route via R2 10.2.i.1 (R2 port "d<i>")
   bottleneck     R1 "wan" 10.0.0.1/30  <->  R2 "wan" 10.0.0.2/30
   R1 routes 10.2.0.0/16 via 10.0.0.2; R2 routes 10.1.0.0/16 via 10.0.0.1.
+  generator G1   (only with a traffic generator) eth0 10.3.0.2/24, default route via R1 10.3.0.1
+                 (R1 port "g1"); R2 routes 10.3.0.0/16 via 10.0.0.1.
 Data flows S -> D, so R1's "wan" egress is the shaped forward direction of the bottleneck.
 """
 
@@ -14,12 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 NS_PREFIX = "lh-"
+# The lab name of the traffic generator (TRex), beside S1.., D1.., R1, R2: only in labs whose
+# backend has_generator.
+GENERATOR = "G1"
 
 
 @dataclass(frozen=True)
 class Host:
-    name: str            # S1, D1, R1, R2
-    role: str            # sender, receiver, router
+    name: str            # S1, D1, R1, R2, G1
+    role: str            # sender, receiver, router, generator
     netns: str           # the namespace that realises it in the netns backend
 
 
@@ -90,7 +95,7 @@ def netns_name(tag: str, host: str) -> str:
 
 
 def dumbbell(tag: str, pairs: int, access_rate_mbps: float, bottleneck_rate_mbps: float,
-             mtu: int = 1500) -> Dumbbell:
+             mtu: int = 1500, generator: bool = False) -> Dumbbell:
     if not 1 <= pairs <= 250:
         raise ValueError("pairs must be 1..250")
     hosts = [Host("R1", "router", netns_name(tag, "R1")), Host("R2", "router", netns_name(tag, "R2"))]
@@ -105,4 +110,9 @@ def dumbbell(tag: str, pairs: int, access_rate_mbps: float, bottleneck_rate_mbps
                               Port(router, f"{side.lower()}{i}", f"10.{net}.{i}.1/24"),
                               "access", access_rate_mbps))
             routes.append(Route(name, "default", f"10.{net}.{i}.1"))
+    if generator:       # beside the senders: its packets take the bottleneck as theirs do
+        hosts.append(Host(GENERATOR, "generator", netns_name(tag, GENERATOR)))
+        links.append(Link(Port(GENERATOR, "eth0", "10.3.0.2/24"), Port("R1", "g1", "10.3.0.1/24"),
+                          "access", access_rate_mbps))
+        routes += [Route(GENERATOR, "default", "10.3.0.1"), Route("R2", "10.3.0.0/16", "10.0.0.1")]
     return Dumbbell(tag, pairs, tuple(hosts), tuple(links), tuple(routes), mtu)

@@ -38,12 +38,12 @@ from longhaul.drivers.agents.replay_leg import PORT as LEG_PORT
 from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
 from longhaul.drivers.agents.tcpinfo_probe import NATIVE as NATIVE_PROBE
 from longhaul.drivers.trex_stl import RUNNER as TREX_RUNNER
-from longhaul.hardware.backends.base import GENERATOR, LabNeeds, LabSpec, Readiness, RunContext
+from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
 from longhaul.hardware.backends.registry import BACKENDS
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import Completed
 from longhaul.hardware.routers.linux_tc import LinuxTc
-from longhaul.hardware.topology import dumbbell
+from longhaul.hardware.topology import GENERATOR, dumbbell
 
 DATA = Path(__file__).parent / "data"
 IPERF3_TCP = DATA / "iperf3_tcp_p2.json"   # 2 streams, 6 s: 302536432 bytes received in 6.00012 s
@@ -381,6 +381,7 @@ class FakeBackend:
 
     name = NAME
     settings = FakeSettings
+    generator_how = "FakePath(generator=True)"
 
     def __init__(self, path: FakePath | None = None):
         self.path = path or FakePath()

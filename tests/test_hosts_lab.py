@@ -578,9 +578,10 @@ def _with_generator(tmp_path: Path) -> Path:
 
 
 def test_the_generator_is_g1_of_the_lab_and_gives_trex_its_tree_port_and_receiver(tmp_path):
-    from longhaul.hardware.backends.base import GENERATOR, LabSpec
+    from longhaul.hardware.backends.base import LabSpec
     from longhaul.hardware.backends.ssh.backend import SshBackend, SshConfigured, SshSession
     from longhaul.hardware.backends.ssh.preflight import _facts, lab_machines
+    from longhaul.hardware.topology import GENERATOR
     path = _with_generator(tmp_path)
     inv = load_inventory(path)
     assert SshBackend().has_generator(SshConfigured(path)) and not SshBackend().has_generator(SshConfigured(EXAMPLE))

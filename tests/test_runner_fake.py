@@ -153,6 +153,24 @@ def test_verification_refuses_a_lab_whose_rtt_is_off(tmp_path, monkeypatch):
     assert stored.entries[0].lab.ok is False and stored.entries[0].error == cell.error
 
 
+def test_cells_on_one_lab_build_share_its_verification_and_recheck_their_rtt(tmp_path, monkeypatch):
+    """Two scenarios on the same lab: the rate probe runs once, for the first; the second records
+    that verification as shared, with the idle RTT of its own re-check."""
+    two = TINY_PROFILE.replace("repeats = 2", "repeats = 1") + (
+        '\n[[scenarios]]\nname = "a"\nflows = ["fg"]\n\n[[scenarios]]\nname = "b"\nflows = ["fg", "bg"]\n')
+    store, backend = run(tmp_path, monkeypatch, profile=two)
+    first, second = store.cells
+    assert [c.status for c in store.cells] == ["complete", "complete"] and len(backend.labs) == 1
+    assert first.lab.shared_from is None and second.lab.shared_from == first.id
+    assert second.lab.rate_mbps == first.lab.rate_mbps and second.lab.pairs.keys() == {"1", "2"}
+    assert second.lab.rtt_ms.measured == pytest.approx(20, abs=1)
+    (lab,) = backend.labs
+    probes = [argv for _, argv in lab.commands if argv[:1] == ["iperf3"] and "-c" in argv and "5299" in argv]
+    assert len(probes) == 1, probes          # one rate probe, whose client connects to port 5299
+    stored = load_store(store.dir)
+    assert stored.entries[1].lab.shared_from == first.id
+
+
 def test_verification_refuses_a_slow_bottleneck(tmp_path, monkeypatch):
     store, _ = run(tmp_path, monkeypatch, FakePath(rate_factor=0.8))
     (cell,) = store.cells
@@ -239,7 +257,7 @@ def test_a_trex_flow_is_refused_at_its_line_where_the_lab_has_no_generator(tmp_p
     err = capsys.readouterr().err
     line = TREX_PROFILE.splitlines().index('tool = "trex"') + 1
     assert f"tiny.toml:{line}" in err, err
-    assert "role = 'generator'" in err and "has none" in err, err
+    assert "the fake lab has one with FakePath(generator=True)" in err, err
     assert not (tmp_path / "runs").exists()                 # refused before anything started
 
 

@@ -57,7 +57,8 @@ def test_trex_is_refused_at_its_line_where_the_lab_has_no_generator(tmp_path):
     for here in (True, False):           # the embedded lab, and real hosts without a generator
         with pytest.raises(ConfigError) as err:
             check_tools(config, here=here)
-        assert "p.toml:11" in str(err.value) and "role = 'generator'" in str(err.value)
+        # what would give the config's backend (the embedded lab) a generator
+        assert "p.toml:11" in str(err.value) and "[lab.trex] path = a TRex release tree" in str(err.value)
 
 
 def test_trex_is_not_refused_where_the_lab_has_a_generator(tmp_path):

@@ -65,8 +65,10 @@ class Progress:
         steal = verification.get("host_cpu_steal_pct")
         if steal:
             flag += f" (host CPU steal {steal:g} %)"
+        shared = f" (the lab as verified for {verification['shared_from']}, its RTT re-checked)" \
+            if verification.get("shared_from") else ""
         self.console.print(f"  lab: RTT {_fmt(rtt['measured'])} ms (configured {rtt['configured']:g}), "
-                           f"rate {_fmt(rate['measured'])} Mb/s (configured {rate['configured']:g}): {flag}")
+                           f"rate {_fmt(rate['measured'])} Mb/s (configured {rate['configured']:g}): {flag}{shared}")
 
     def start_trial(self, trial: int, repeats: int) -> None:
         self._trial = (trial, repeats)

@@ -62,8 +62,8 @@ def check_tools(config: Config, here: bool = True, generator: bool = False) -> N
                 tool = tool_for(flow.tool)
                 if tool.sends_from == "generator" and not generator:
                     refuse_flow_key(profile, flow, "tool", flow.tool,
-                                    f"a lab with a traffic generator: an inventory host with role = 'generator', "
-                                    f"its trex_path and DPDK ports (the {config.backend.name} lab has none)")
+                                    f"a lab with a traffic generator; the {config.backend.name} lab has one "
+                                    f"with {config.backend.generator_how}")
                 if not here:
                     continue
                 missing = [exe for exe in tool.executables if not shutil.which(exe)]

@@ -21,11 +21,11 @@ from longhaul.appliance.run.jobs import Job, PlannedCell, plan, schedule
 from longhaul.appliance.run.phases import Phases
 from longhaul.appliance.run.preflight import check_ccas, check_telegraf, check_tools, needs_of
 from longhaul.appliance.run.trial import Chooser, run_trial
-from longhaul.appliance.run.verify import pair_rtts, rtt_problems, verify
+from longhaul.appliance.run.verify import pair_rtts, rtt_problems, shared, verify
 from longhaul.collectors.live.fingerprint import lab_fingerprint
 from longhaul.collectors.live.telegraf import TelegrafFleet
 from longhaul.collectors.store.fingerprint import CONTROLLER, FINGERPRINT, HOSTS
-from longhaul.collectors.store.format import LAB_DIR, RUN_LOG
+from longhaul.collectors.store.format import CALIBRATION_LABEL, LAB_DIR, RUN_LOG
 from longhaul.collectors.store.influx.mirror import InfluxMirror, preflight
 from longhaul.collectors.store.influx.points import run_tags
 from longhaul.collectors.store.influx.spool import spool_dir
@@ -67,6 +67,8 @@ class Runner:
         self._lab_cleanup: CleanupStack | None = None
         self._labs_built = 0
         self._verified_in: dict[str, int] = {}   # cell id -> the lab build it was verified in
+        # the current lab build's full verification: (build, calibration cell, cell id, record)
+        self._build_verified: tuple[int, bool, str, Verification] | None = None
         self.phases = Phases()
 
     def run(self) -> FileRunWriter:
@@ -194,14 +196,24 @@ class Runner:
         self.progress.message(f"{hosts} lost in trial {trial_no} of {spec.id}; the run goes on (on_host_failure)")
 
     def _checked(self, lab, spec: CellSpec, entry: CellEntry, store: FileRunWriter) -> bool:
-        """Full verification before a cell's first trial; after a rebuild of its lab, the idle RTT."""
+        """A full verification once per lab build. Every other cell on that build, and a cell
+        verified before on a build since torn down, re-checks every pair's idle RTT; a new cell
+        then records the build's verification with its own RTTs (`shared_from`). A re-check out of
+        tolerance falls back to the full verification."""
         settings = self.config.data.verify
         if not settings.enabled or self._verified_in.get(spec.id) == self._labs_built:
             return True
-        if entry.lab and entry.lab.ok:
+        known = entry.lab if entry.lab and entry.lab.ok else None
+        build = self._build_verified if self._build_verified and self._build_verified[:2] == (
+            self._labs_built, bool(spec.labels.get(CALIBRATION_LABEL))) else None
+        if known or build:
             with self.phases("verify rtt"):
                 rtts = pair_rtts(lab, spec.cell.topology.pairs)
-            if not rtt_problems(rtts, spec.cell.topology.rtt_ms, entry.lab.tolerance.rtt_ms):
+            if not rtt_problems(rtts, spec.cell.topology.rtt_ms, (known or build[3]).tolerance.rtt_ms):
+                if not known:
+                    mine = shared(build[3], build[2], rtts, spec.cell.probe.pair)
+                    store.record_verification(entry, mine)
+                    self.progress.verified(mine.to_dict())
                 self._verified_in[spec.id] = self._labs_built
                 return True
         verification = Verification.from_dict(verify(lab, spec, settings, store.cell_dir(spec.id), self.phases))
@@ -212,6 +224,7 @@ class Runner:
             store.end_cell(entry, "refused", "; ".join(verification.problems))
             return False
         self._verified_in[spec.id] = self._labs_built
+        self._build_verified = (self._labs_built, bool(spec.labels.get(CALIBRATION_LABEL)), spec.id, verification)
         return True
 
     def _ensure_lab(self, spec: CellSpec, store: FileRunWriter, tag: str):

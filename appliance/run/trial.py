@@ -53,10 +53,10 @@ from longhaul.drivers.patterns import Burst, bursts, span
 from longhaul.drivers.registry import tool_for
 from longhaul.drivers.result import Result
 from longhaul.drivers.tool import BurstSpec, ServerSpec, Shape, Tool
-from longhaul.hardware.backends.base import GENERATOR
 from longhaul.hardware.executors.process import Process, wait_until
 from longhaul.hardware.host_watch import HostLost, HostWatch
 from longhaul.hardware.path_rtt import below_floor
+from longhaul.hardware.topology import GENERATOR
 from longhaul.hardware.tuning import buffer_limit
 
 log = logging.getLogger(__name__)

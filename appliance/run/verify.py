@@ -17,6 +17,7 @@ round trip each after 4 of its own (16 streams at 128 ms: 2.6 s before the last 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import signal
 import time
@@ -29,6 +30,7 @@ from longhaul.appliance.run.phases import Phases
 from longhaul.collectors.live.host_cpu import StealMeter
 from longhaul.collectors.live.shaper_meter import ShaperMeter, backlogged_rate, saturated_windows
 from longhaul.collectors.store.format import CALIBRATION_LABEL
+from longhaul.collectors.store.records import PathRtt, Verification
 from longhaul.drivers import iperf3, ss
 from longhaul.drivers.tool import listening_ports
 from longhaul.hardware.executors.process import CommandError, wait_until
@@ -98,6 +100,17 @@ def rtt_problems(rtts: dict[int, IdleRtt | None], rtt_ms: float, tolerance_ms: f
                             f"{rtt_ms:g} ms (at least {floor_limit(rtt_ms):.2f}): the path does not cross the "
                             "whole delay (a route around the routers, or more taken off for the path than it has)")
     return problems
+
+
+def shared(verification: Verification, cell_id: str, rtts: dict[int, IdleRtt | None], probe_pair: int) -> Verification:
+    """A lab build's verification (made for `cell_id`) for another cell on the same build, with the
+    idle RTTs that cell's re-check measured."""
+    probe = rtts.get(probe_pair)
+    return dataclasses.replace(
+        verification, shared_from=cell_id,
+        rtt_ms=dataclasses.replace(verification.rtt_ms, measured=probe.median_ms if probe else None),
+        pairs={str(k): PathRtt(median_ms=v.median_ms if v else None, min_ms=v.min_ms if v else None)
+               for k, v in rtts.items()})
 
 
 def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, phases: Phases) -> dict:

@@ -166,6 +166,9 @@ class Verification(Record):
     # since every pair's path is checked (left out of older runs' documents): pair -> its idle RTT
     pairs: dict[str, PathRtt] = field(default_factory=dict, metadata=OMIT_EMPTY)
     rtt_floor_ms: float | None = field(default=None, metadata=OMIT_NONE)   # no echo may be below it
+    # a later cell on the same lab build: the cell whose full verification (rate probe, raw files)
+    # this one shares; its RTTs are its own re-check
+    shared_from: str | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def measured_rtt_ms(self) -> float | None:

@@ -95,9 +95,6 @@ class Readiness:
     congestion_controls: tuple[str, ...] | None = None   # as Session.congestion_controls
 
 
-# The lab name of the traffic generator (TRex), beside S1.., D1.., R1, R2: only in labs whose
-# backend has_generator.
-GENERATOR = "G1"
 
 
 class Lab(Protocol):
@@ -128,7 +125,9 @@ class Backend(Protocol):
 
     def configure(self, settings: BaseModel, config_dir: Path) -> Any: ...
     # a traffic generator host (GENERATOR) for flows whose tool sends from one: known before any
-    # lab is touched, so such a flow is refused at its profile line where there is none
+    # lab is touched, so such a flow is refused at its profile line where there is none, saying
+    # what would give this backend's labs one (generator_how)
+    generator_how: str
     def has_generator(self, configured: Any) -> bool: ...
     def check(self, configured: Any, needs: LabNeeds, console) -> Readiness: ...
     def session(self, configured: Any, needs: LabNeeds, ctx: RunContext) -> AbstractContextManager[Session]: ...

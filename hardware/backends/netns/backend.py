@@ -15,24 +15,28 @@ from longhaul.hardware.backends.netns.features import Features, detect
 from longhaul.hardware.backends.netns.lab import NetnsLab
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
+from longhaul.hardware.generator import TrexSection, configured_tree
 from longhaul.hardware.topology import dumbbell
 
 
 class NetnsSettings(Strict):
-    """[lab] backend = "netns" takes no other keys."""
+    """[lab] backend = "netns": a TRex release tree ([lab.trex]) gives the lab a generator."""
+    trex: TrexSection | None = None
 
 
 class NetnsSession:
     runs_tools_here = True
 
-    def __init__(self, features: Features, procs):
+    def __init__(self, features: Features, procs, trex: TrexSection | None = None):
         self.features = features
         self.congestion_controls = features.congestion_controls
         self._procs = procs
+        self._trex = trex
 
     def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> NetnsLab:
-        topo = dumbbell(tag, spec.pairs, spec.access_rate_mbps, spec.bottleneck_rate_mbps, spec.mtu)
-        return NetnsLab(topo, spec.link, self.features, self._procs, cleanup, workdir)
+        topo = dumbbell(tag, spec.pairs, spec.access_rate_mbps, spec.bottleneck_rate_mbps, spec.mtu,
+                        generator=self._trex is not None)
+        return NetnsLab(topo, spec.link, self.features, self._procs, cleanup, workdir, trex=self._trex)
 
 
 def preflight() -> Features:
@@ -46,12 +50,13 @@ def preflight() -> Features:
 class NetnsBackend:
     name = "netns"
     settings = NetnsSettings
+    generator_how = "[lab.trex] path = a TRex release tree on this machine"
 
     def configure(self, settings: NetnsSettings, config_dir: Path) -> NetnsSettings:
-        return settings
+        return settings.model_copy(update={"trex": configured_tree(settings.trex, config_dir)})
 
-    def has_generator(self, configured) -> bool:
-        return False            # TRex needs DPDK-bound NICs, which namespaces do not have
+    def has_generator(self, configured: NetnsSettings) -> bool:
+        return configured.trex is not None      # TRex on the generator namespace's veth (af_packet)
 
     def check(self, configured, needs: LabNeeds, console) -> Readiness:
         features = detect(delayline.helper_path())
@@ -67,7 +72,7 @@ class NetnsBackend:
         # the marker names this run's namespaces, so `longhaul clean` knows whose they are
         leftovers.register(ctx.tag, ctx.run_dir, ctx.procs)
         try:
-            yield NetnsSession(features, ctx.procs)
+            yield NetnsSession(features, ctx.procs, configured.trex)
         finally:
             leftovers.unregister(ctx.tag, ctx.procs)
 

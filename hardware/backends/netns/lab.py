@@ -20,11 +20,12 @@ from longhaul.hardware.backends.netns.features import Features
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
 from longhaul.hardware.executors.process import LocalExecutor, NetnsExecutor, ProcessTable, wait_until
+from longhaul.hardware.generator import TrexPort, TrexSection, start_server
 from longhaul.hardware.offloads import apply_offloads
 from longhaul.hardware.routers.base import RouterOS
 from longhaul.hardware.routers.linux_tc import access_plan
 from longhaul.hardware.routers.registry import ROUTERS
-from longhaul.hardware.topology import Dumbbell
+from longhaul.hardware.topology import GENERATOR, Dumbbell
 from longhaul.hardware.tuning import host_sysctls, sysctl_argv
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ class NetnsLab:
     record = None       # the lab is its own: nothing of anyone else's is changed
 
     def __init__(self, topo: Dumbbell, settings: LinkSettings, features: Features,
-                 procs: ProcessTable, cleanup: CleanupStack, workdir: Path):
+                 procs: ProcessTable, cleanup: CleanupStack, workdir: Path, trex: TrexSection | None = None):
         self.topo = topo
         self.settings = settings
         self.features = features
@@ -82,6 +83,7 @@ class NetnsLab:
         self.local = LocalExecutor("controller", procs)
         self._executors = {h.name: NetnsExecutor(h.name, h.netns, procs) for h in topo.hosts}
         self.delaylines = []
+        self.trex = trex
         self._facts: dict[int, dict] = {}
 
     def executor(self, host: str) -> NetnsExecutor:
@@ -104,6 +106,14 @@ class NetnsLab:
                                  "dst_ip": self.address(f"D{pair}"), "rx_iface": receiver.a.ifname}
         return self._facts[pair]
 
+    def generator_facts(self, pair: int) -> dict:
+        """Where TRex (on G1, port 0: its veth into R1) sends pair `pair`'s packets from, and
+        where the receiver's meter counts them."""
+        port = self.topo.access_link(GENERATOR)
+        return {"trex_path": self.trex.path, "trex_ports": [0], "src_ip": self.address(GENERATOR),
+                "line_rate_mbps": port.rate_mbps, "dst_ip": self.address(f"D{pair}"),
+                "rx_iface": self.topo.access_link(f"D{pair}").a.ifname}
+
     def build(self) -> None:
         with own_ehash():
             for host in self.topo.hosts:
@@ -118,6 +128,14 @@ class NetnsLab:
                 apply_offloads(self._executors[port.host], port.ifname, dict(self.settings.offloads))
         if not self.features.netem and self.settings.rtt_ms > 0:
             self._start_delaylines()
+        if self.trex is not None:
+            self._start_trex()
+
+    def _start_trex(self) -> None:
+        link = self.topo.access_link(GENERATOR)
+        port = TrexPort(link.a.ifname, link.a.address.split("/")[0], link.b.address.split("/")[0])
+        proc = start_server(self._executors[GENERATOR], self.trex, [port], self.workdir)
+        self.cleanup.push(f"stop TRex on {GENERATOR}", proc.stop)
 
     def _write_hosts_file(self, netns: str) -> None:
         directory = NETNS_ETC / netns

@@ -50,6 +50,7 @@ class QemuConfigured:
 class QemuBackend:
     name = "qemu"
     settings = QemuSettings
+    generator_how = "no setting yet: the VM fleet has no generator VM (use the netns lab's [lab.trex] or an ssh inventory)"
 
     def configure(self, settings: QemuSettings, config_dir: Path) -> QemuConfigured:
         """The image directory, checked now: no VM is booted from a missing image."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from longhaul.core.errors import ConfigError, PreflightError, SettingError
 from longhaul.core.model import Strict
-from longhaul.hardware.backends.base import GENERATOR, LabNeeds, LabSpec, Readiness, RunContext
+from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
 from longhaul.hardware.backends.ssh import lab as hosts_lab
 from longhaul.hardware.backends.ssh.check import check_inventory, wants
 from longhaul.hardware.backends.ssh.inventory import Inventory, inventory_path, load_inventory
@@ -17,6 +17,7 @@ from longhaul.hardware.backends.ssh.preflight import HostsFeatures, preflight
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import ProcessTable
 from longhaul.hardware.executors.ssh_masters import MASTERS
+from longhaul.hardware.topology import GENERATOR
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ def open_session(inventory_path: Path, needs: LabNeeds, procs: ProcessTable, bac
 class SshBackend:
     name = "ssh"
     settings = SshSettings
+    generator_how = "an inventory host with role = 'generator', its trex_path and DPDK ports"
 
     def configure(self, settings: SshSettings, config_dir: Path) -> SshConfigured:
         """The inventory, validated now so that a bad one stops the run before anything starts."""

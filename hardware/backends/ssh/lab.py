@@ -23,7 +23,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from longhaul.hardware.backends.base import GENERATOR, LinkSettings, Step, bottleneck_shapes
+from longhaul.hardware.backends.base import LinkSettings, Step, bottleneck_shapes
 from longhaul.hardware.backends.ssh.preflight import AVAILABLE_CCAS, HostsFeatures
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
@@ -32,7 +32,7 @@ from longhaul.hardware.offloads import apply_offloads, offload_argv, read_offloa
 from longhaul.hardware.path_rtt import below_floor, path_floor
 from longhaul.hardware.routers.base import RouterOS
 from longhaul.hardware.routers.registry import ROUTERS
-from longhaul.hardware.topology import Dumbbell, Host, Link, Port
+from longhaul.hardware.topology import GENERATOR, Dumbbell, Host, Link, Port
 from longhaul.hardware.tuning import host_sysctls, sysctl_argv
 
 log = logging.getLogger(__name__)
