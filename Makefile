@@ -92,6 +92,8 @@ lint: venv
 bench: setup
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(VENV)/bin/python bench/run_all.py
+	$(VENV)/bin/python bench/overhead.py
+	$(VENV)/bin/python bench/sampler_cost.py 0.01
 	$(VENV)/bin/python bench/analyze_profile.py
 	$(VENV)/bin/python bench/dtw_knn.py
 

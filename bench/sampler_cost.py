@@ -1,7 +1,7 @@
 """CPU cost of the collectors: the socket sampler with 16 TCP flows, plus the RTT probe, side by
 side at 100 Hz (`python bench/sampler_cost.py [period_s]`): the product's sampler (one C probe for
 the machine's eight sender namespaces), a C probe per sender (the way before it) and the Python
-probe per sender; or the product's alone at 10 Hz for bench/run_all.py.
+probe per sender (`make bench` runs it at 100 Hz).
 
 16 paced iperf3 flows (8 pairs x 2, 5 Mb/s each) run through a real lab; the sampler and the
 burst-mode RTT probe run for WINDOW_S seconds; their CPU is this process's own CPU time plus that

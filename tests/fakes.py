@@ -452,9 +452,12 @@ def write_fake_config(tmp: Path, profile_text: str = TINY_PROFILE, name: str = "
 # Imported by the modules that run the runner in-process: an autouse fixture there.
 @pytest.fixture(autouse=True)
 def _no_leaked_log_handlers():
-    """The runner adds a run.log handler to the root logger for its run; close it after."""
+    """The runner adds a run.log handler to the root logger for its run and removes it at the end,
+    however the run ended: nothing it added may be left."""
     before = list(logging.getLogger().handlers)
     yield
-    for handler in [h for h in logging.getLogger().handlers if h not in before]:
+    leaked = [h for h in logging.getLogger().handlers if h not in before]
+    for handler in leaked:
         logging.getLogger().removeHandler(handler)
         handler.close()
+    assert not leaked, leaked

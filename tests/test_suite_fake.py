@@ -8,7 +8,7 @@ import pytest
 from fakes import (
     TINY_PROFILE,
     FakeBackend,
-    _no_leaked_log_handlers,  # noqa: F401 - an autouse fixture: closes the runner's run.log handlers
+    _no_leaked_log_handlers,  # noqa: F401 - an autouse fixture: no run.log handler outlives a run
     use_fake_backend,
     write_fake_config,
 )

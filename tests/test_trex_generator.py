@@ -200,6 +200,7 @@ duration_s = 8
 
 
 @pytest.mark.lab
+@pytest.mark.hardware
 @pytest.mark.skipif(not TREX_PATH, reason="requires a TRex release tree (TRex cannot be installed on this machine); "
                     "set LONGHAUL_TREX_PATH to one")
 @pytest.mark.timeout(600)

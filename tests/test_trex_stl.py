@@ -381,6 +381,7 @@ def test_parse_runner_error():
 TREX_PATH = os.environ.get("LONGHAUL_TREX_PATH")
 
 
+@pytest.mark.hardware
 @pytest.mark.skipif(not TREX_PATH, reason="requires a TRex host (TRex cannot be installed on this machine); "
                     "set LONGHAUL_TREX_PATH to its release tree, with t-rex-64 -i running")
 def test_live_trex_host(tmp_path):

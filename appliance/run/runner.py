@@ -103,7 +103,8 @@ class Runner:
             store.resumed()
         order = store.manifest["order"]
         jobs = schedule(cells, order["mode"], order["seed"], store.done_trials())
-        logging.getLogger().addHandler(_file_handler(store.dir / RUN_LOG))
+        run_log = _file_handler(store.dir / RUN_LOG)
+        logging.getLogger().addHandler(run_log)
         status = "failed"
         with CleanupStack() as cleanup:
             cleanup.push("stop processes", self.procs.stop_all)
@@ -117,6 +118,7 @@ class Runner:
                 self._mark_running(store, "interrupted")
                 raise
             except Exception as exc:
+                log.error("run failed: %s", exc, exc_info=True)      # run.log keeps where it failed
                 self._mark_running(store, "failed", str(exc))
                 raise RunError(f"run failed: {exc}") from exc
             finally:
@@ -127,6 +129,8 @@ class Runner:
                 finally:
                     store.update_manifest(phases=self.phases.as_dict())
                     store.finish(status)          # also when a signal is delivered after the teardown
+                    logging.getLogger().removeHandler(run_log)
+                    run_log.close()
         return store
 
     def _new_store(self, session, cells: list[PlannedCell], run_id: str) -> FileRunWriter:
