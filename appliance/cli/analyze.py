@@ -125,7 +125,7 @@ def advise(source: Path, rtt_ms: float, traces: Path | None = None, **filters):
     try:
         return select(profiles, rtt_ms, **filters)
     except ValueError as exc:
-        raise ConfigError(None, None, ("--cca/--buffer/--max-streams",), None, str(exc)) from None
+        raise ConfigError.option("--cca/--buffer/--max-streams", None, str(exc)) from None
 
 
 def measure_rtt(host: str) -> float:
@@ -143,7 +143,7 @@ def measure_rtt(host: str) -> float:
 
 def cmd_analyze_profile(args) -> int:
     if args.capacity is not None and not (math.isfinite(args.capacity) and args.capacity > 0):
-        raise ConfigError(None, None, ("--capacity",), args.capacity, "a rate in Mb/s > 0")
+        raise ConfigError.option("--capacity", args.capacity, "a rate in Mb/s > 0")
     result = analyze_profile(args.source, args.traces, args.capacity, not args.no_dynamics)
     if args.json:
         json.dump(result, sys.stdout, indent=1)
@@ -155,9 +155,9 @@ def cmd_analyze_profile(args) -> int:
 
 def cmd_advise(args) -> int:
     if args.rtt is not None and not (math.isfinite(args.rtt) and args.rtt >= 0):
-        raise ConfigError(None, None, ("--rtt",), args.rtt, "an RTT in ms >= 0")
+        raise ConfigError.option("--rtt", args.rtt, "an RTT in ms >= 0")
     if args.max_streams is not None and args.max_streams < 1:
-        raise ConfigError(None, None, ("--max-streams",), args.max_streams, "a whole number >= 1")
+        raise ConfigError.option("--max-streams", args.max_streams, "a whole number >= 1")
     rtt = args.rtt if args.rtt is not None else measure_rtt(args.to)
     selection = advise(args.source, rtt, args.traces, ccas=args.cca, buffers=args.buffer,
                        max_streams=args.max_streams)

@@ -195,7 +195,7 @@ def cmd_report(args) -> int:
     from longhaul.appliance.report import write_report  # start-up: the report brings matplotlib
 
     if (args.run_dir is None) == (args.from_influx is None):
-        raise ConfigError(None, None, ("report",), None, "give a RUN_DIR or --from-influx RUN_ID (one of them)")
+        raise ConfigError.option("report", None, "give a RUN_DIR or --from-influx RUN_ID (one of them)")
     if args.from_influx:
         return influx_cmd.report_from_influx(args, write_report)
     if not (args.run_dir / fmt.SUMMARY).is_file():

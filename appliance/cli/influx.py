@@ -94,7 +94,7 @@ def report_from_influx(args, write_report) -> int:
     try:
         run_dir = rebuild_run(target, args.from_influx, out)
     except NotInDatabase as exc:
-        raise ConfigError(None, None, ("--from-influx",), args.from_influx, str(exc)) from None
+        raise ConfigError.option("--from-influx", args.from_influx, str(exc)) from None
     except TargetDown as exc:
         print(f"longhaul: {target.destination}: {exc}")
         return 1

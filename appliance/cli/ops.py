@@ -90,7 +90,7 @@ def cmd_evaluate(args) -> int:
                 [p for p in dataset.probings() if test is None or p in test.probings()])
     classifiers = _choice_list(args.classifiers, "--classifiers", ops_classify.CLASSIFIERS)
     if not 2 <= args.folds <= 100:
-        raise ConfigError(None, None, ("--folds",), args.folds, "an integer from 2 to 100")
+        raise ConfigError.option("--folds", args.folds, "an integer from 2 to 100")
     if not probings:
         raise ConfigError(args.test, None, ("modes",), test.probings(), f"a probing mode {args.dataset} also has")
     for data in (dataset, test) if test else (dataset,):
@@ -182,7 +182,7 @@ def cmd_merge(args) -> int:
     except ops_dataset.DatasetError as exc:
         raise ConfigError(exc.path, exc.line, exc.key, exc.value, exc.allowed) from exc
     if not rows:
-        raise ConfigError(None, None, ("--probing",), args.probing, "modes that the inputs recorded")
+        raise ConfigError.option("--probing", args.probing, "modes that the inputs recorded")
     ops_dataset.write(args.out, rows, meta)
     minutes = ops_dataset.summary(ops_dataset.load(args.out))
     print(f"dataset: {args.out} (" + "; ".join(
@@ -198,9 +198,9 @@ def cmd_train(args) -> int:
 
     dataset = _load_dataset(args.dataset)
     if not 1 <= args.w <= 3600:
-        raise ConfigError(None, None, ("--w",), args.w, "a window length from 1 to 3600 points")
+        raise ConfigError.option("--w", args.w, "a window length from 1 to 3600 points")
     if args.k < 1:
-        raise ConfigError(None, None, ("--k",), args.k, "a positive integer")
+        raise ConfigError.option("--k", args.k, "a positive integer")
     decision = ops_decision.load(args.decision, dataset.classes) if args.decision else None
     if decision is None and set(dataset.classes) == set(ops_decision.rule_mapping()):
         decision = ops_decision.load(None, dataset.classes)  # the shipped Figure 12 file
@@ -284,7 +284,7 @@ def _int_list(text: str, option: str, low: int, high: int) -> list[int]:
     except ValueError:
         values = []
     if not values or any(not low <= v <= high for v in values):
-        raise ConfigError(None, None, (option,), text, f"comma-separated integers from {low} to {high}")
+        raise ConfigError.option(option, text, f"comma-separated integers from {low} to {high}")
     return list(dict.fromkeys(values))
 
 
@@ -292,6 +292,6 @@ def _choice_list(text: str, option: str, allowed) -> list[str]:
     values = [v.strip() for v in text.split(",") if v.strip()]
     bad = [v for v in values if v not in allowed]
     if not values or bad:
-        raise ConfigError(None, None, (option,), bad[0] if bad else text,
+        raise ConfigError.option(option, bad[0] if bad else text,
                           f"comma-separated values from {list(allowed)}")
     return list(dict.fromkeys(values))

@@ -63,13 +63,13 @@ def cmd_record(args: argparse.Namespace) -> int:
         spec = spec.model_copy(update={"record": spec.record.model_copy(update={"duration_s": args.duration})})
     modes = [m for m in args.probing.split(",") if m]
     if not modes or any(m not in ("passive", "active") for m in modes):
-        raise ConfigError(None, None, ("--probing",), args.probing, "passive, active, or passive,active")
+        raise ConfigError.option("--probing", args.probing, "passive, active, or passive,active")
     classes = dict(BACKGROUND_CLASSES)
     if args.classes:
         wanted = args.classes.split(",")
         unknown = [c for c in wanted if c not in classes]
         if unknown:
-            raise ConfigError(None, None, ("--classes",), unknown, f"classes are: {', '.join(classes)}")
+            raise ConfigError.option("--classes", unknown, f"classes are: {', '.join(classes)}")
         classes = {c: classes[c] for c in wanted}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     out, _ = record_dataset(spec, classes, modes, args.out, args.config, Progress())
@@ -85,19 +85,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError(args.model, None, ("--model",), None, str(exc).split(": ", 1)[-1]) from exc
     decision = load_decision(args.decision, model.classes)   # every class the model can answer is mapped
     if not args.duration >= 2:
-        raise ConfigError(None, None, ("--duration",), args.duration, "seconds, at least 2")
+        raise ConfigError.option("--duration", args.duration, "seconds, at least 2")
     if not args.period >= 1:
-        raise ConfigError(None, None, ("--period",), args.period, "seconds, at least 1")
+        raise ConfigError.option("--period", args.period, "seconds, at least 1")
     if not 0 <= args.settle <= 600:
-        raise ConfigError(None, None, ("--settle",), args.settle, "seconds from 0 to 600")
+        raise ConfigError.option("--settle", args.settle, "seconds from 0 to 600")
     backgrounds = [b for b in args.background.split(",") if b]
     unknown = [b for b in backgrounds if b not in KNOWN_CCAS]
     if not backgrounds or unknown:
-        raise ConfigError(None, None, ("--background",), args.background,
+        raise ConfigError.option("--background", args.background,
                           f"comma-separated Linux congestion controls: {', '.join(KNOWN_CCAS)}")
     schemes = [s for s in args.schemes.split(",") if s]
     if not schemes or any(s not in SCHEMES for s in schemes):
-        raise ConfigError(None, None, ("--schemes",), args.schemes, f"a subset of {', '.join(SCHEMES)}")
+        raise ConfigError.option("--schemes", args.schemes, f"a subset of {', '.join(SCHEMES)}")
     out_root = args.out or _store_dir(args.config)
     run = run_fig29(spec, model, decision, backgrounds, schemes, args.duration, args.period,
                     args.fixed == "cycled", args.settle, out_root, args.config, Progress())

@@ -47,7 +47,7 @@ def register(sub) -> None:
 def cmd_schedule(args) -> int:
     if args.remove:
         if args.on_calendar or args.on_kernel_change or args.print_only:
-            raise ConfigError(None, None, ("--remove",), None, "takes only SUITE and --root")
+            raise ConfigError.option("--remove", None, "takes only SUITE and --root")
         outcome = inst.remove(args.suite, args.root)
         for path in outcome.removed:
             print(f"removed {path}")
@@ -81,14 +81,14 @@ def _plan(args) -> units.SchedulePlan:
     units.check_suite(args.suite)
     live = inst.is_live(args.root)
     if not live and not args.config.is_absolute():
-        raise ConfigError(None, None, ("--config",), str(args.config), "with --root, the absolute path inside the tree")
+        raise ConfigError.option("--config", str(args.config), "with --root, the absolute path inside the tree")
     target = Path(os.path.abspath(args.config)) if live else args.config
     here = target if live else args.root / str(target).lstrip("/")
     try:
         load_config(here, [args.suite])
     except ConfigError as exc:
         if exc.keypath == ("--profile",):     # the loader's words for a missing profile
-            raise ConfigError(None, None, ("SUITE",), args.suite, exc.allowed) from None
+            raise ConfigError.option("SUITE", args.suite, exc.allowed) from None
         raise
     longhaul = args.longhaul or _longhaul(args.root)
     return units.make_plan(args.suite, str(target), str(longhaul), args.on_calendar, args.on_kernel_change)
@@ -104,4 +104,4 @@ def _longhaul(root: Path) -> Path:
     for candidate in (shutil.which("longhaul"), Path(sys.prefix) / "bin/longhaul"):
         if candidate and os.access(candidate, os.X_OK):
             return Path(os.path.abspath(candidate))
-    raise ConfigError(None, None, ("--longhaul",), None, "no longhaul executable found: give its path")
+    raise ConfigError.option("--longhaul", None, "no longhaul executable found: give its path")

@@ -99,7 +99,7 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
     """Load and validate config.toml and every profile it (or the command line) names."""
     path = Path(path)
     if time_scale is not None and not 0 < time_scale <= 10:
-        raise ConfigError(None, None, ("--time-scale",), time_scale, "a factor in (0, 10]")
+        raise ConfigError.option("--time-scale", time_scale, "a factor in (0, 10]")
     source = load(path)
     data = validate(source, ConfigFile)
     lab = _lab(path, source, data.lab)
@@ -112,7 +112,7 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
             profile_path = find_profile(name, profile_dir)
         except ConfigError as exc:
             if profile_names:
-                raise ConfigError(None, None, ("--profile",), name, exc.allowed) from None
+                raise ConfigError.option("--profile", name, exc.allowed) from None
             loc = ("run", "profiles")
             raise ConfigError(path, source.line_of(loc), loc, name, exc.allowed) from None
         profiles.append(load_profile(profile_path, time_scale))

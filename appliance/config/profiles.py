@@ -199,5 +199,5 @@ def find_profile(name: str, profile_dir: Path) -> Path:
             available = sorted(p.stem for p in Path(profile_dir).glob("*.toml"))
         except OSError:
             available = []
-        raise ConfigError(None, None, ("profile",), name, f"no such profile in {profile_dir}; available: {', '.join(available) or 'none'}")
+        raise ConfigError.option("profile", name, f"no such profile in {profile_dir}; available: {', '.join(available) or 'none'}")
     return path

@@ -55,7 +55,7 @@ def _run(argv: list[str], outcome: Outcome, env: dict | None = None) -> subproce
 def _checked(argv: list[str], outcome: Outcome) -> None:
     done = _run(argv, outcome)
     if done.returncode != 0:
-        raise ConfigError(None, None, (), None, f"{' '.join(argv)} failed ({done.returncode}): "
+        raise ConfigError.option(None, None, f"{' '.join(argv)} failed ({done.returncode}): "
                                                 f"{(done.stderr or done.stdout).strip()}")
 
 
@@ -80,7 +80,7 @@ def check_calendar(spec: str) -> None:
         return
     done = subprocess.run(["systemd-analyze", "calendar", spec], capture_output=True, text=True)
     if done.returncode != 0:
-        raise ConfigError(None, None, ("--on-calendar",), spec, (done.stderr or done.stdout).strip())
+        raise ConfigError.option("--on-calendar", spec, (done.stderr or done.stdout).strip())
 
 
 class Systemd:
@@ -171,7 +171,7 @@ class Cron:
 
     def check(self, plan: u.SchedulePlan, root: Path) -> None:
         if is_live(root) and not self.present(root):
-            raise ConfigError(None, None, ("--manager",), "cron",
+            raise ConfigError.option("--manager", "cron",
                               "neither systemd is running here (/run/systemd/system) nor is cron installed "
                               "(/usr/sbin/cron): install cron (apt-get install cron), or prepare a tree with --root")
         u.cron_file(plan)                # the calendar converts, or the refusal names the forms
@@ -204,7 +204,7 @@ def verify(unit_texts: dict[str, str], root: Path = Path("/")) -> None:
     own units the check runs inside it (--root), so ExecStart is looked up there; elsewhere on
     this machine, where ExecStart must exist."""
     if shutil.which("systemd-analyze") is None:
-        raise ConfigError(None, None, ("--manager",), "systemd", "systemd-analyze is needed to verify the units")
+        raise ConfigError.option("--manager", "systemd", "systemd-analyze is needed to verify the units")
     root = Path(root)
     in_tree = not is_live(root) and any((root / "usr/lib/systemd/system" / t).exists()
                                         for t in ("sysinit.target", "multi-user.target"))
@@ -225,7 +225,7 @@ def verify(unit_texts: dict[str, str], root: Path = Path("/")) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if done.returncode != 0:
-        raise ConfigError(None, None, ("units",), None, "systemd-analyze verify refused them: "
+        raise ConfigError.option("units", None, "systemd-analyze verify refused them: "
                           + (done.stderr or done.stdout).strip().replace(inside + "/", ""))
 
 
@@ -236,7 +236,7 @@ def install(plan: u.SchedulePlan, root: Path = Path("/"), manager: str | None = 
     root = Path(root)
     name = manager or choose_manager(root)
     if name not in MANAGERS:
-        raise ConfigError(None, None, ("--manager",), name, f"one of {', '.join(MANAGERS)}")
+        raise ConfigError.option("--manager", name, f"one of {', '.join(MANAGERS)}")
     chosen = MANAGERS[name]
     chosen.check(plan, root)
     files = {root / rel: text for rel, text in chosen.files(plan).items()}

@@ -54,7 +54,7 @@ def check_suite(suite: str) -> str:
     """A suite is a profile name; one ending in -boot would share its unit's name with the boot
     unit of another suite."""
     if not re.fullmatch(NAME, suite) or suite.endswith("-boot"):
-        raise ConfigError(None, None, ("SUITE",), suite,
+        raise ConfigError.option("SUITE", suite,
                           "a profile name: a letter, then up to 31 letters, digits, _ or -, not ending in -boot")
     return suite
 
@@ -63,12 +63,12 @@ def make_plan(suite: str, config: str, longhaul: str, on_calendar: str | None = 
               on_kernel_change: bool = False) -> SchedulePlan:
     check_suite(suite)
     if on_calendar is None and not on_kernel_change:
-        raise ConfigError(None, None, (), None, "give --on-calendar SPEC, --on-kernel-change or both (or --remove)")
+        raise ConfigError.option(None, None, "give --on-calendar SPEC, --on-kernel-change or both (or --remove)")
     if on_calendar is not None and (not on_calendar.strip() or any(ord(c) < 32 for c in on_calendar)):
-        raise ConfigError(None, None, ("--on-calendar",), on_calendar, "a systemd calendar spec on one line")
+        raise ConfigError.option("--on-calendar", on_calendar, "a systemd calendar spec on one line")
     for key, path in (("--config", config), ("--longhaul", longhaul)):
         if not str(path).startswith("/") or UNSAFE_PATH.search(str(path)):
-            raise ConfigError(None, None, (key,), str(path),
+            raise ConfigError.option(key, str(path),
                               "an absolute path without spaces, quotes, backslashes or any of %$`;&|<>*? "
                               "(systemd and cron would read them)")
     return SchedulePlan(suite, PurePosixPath(config), PurePosixPath(longhaul),
@@ -234,7 +234,7 @@ def cron_schedule(spec: str) -> str:
             raise ValueError(time)
         dow = _cron_days(days[0]) if days else "*"
     except ValueError:
-        raise ConfigError(None, None, ("--on-calendar",), spec,
+        raise ConfigError.option("--on-calendar", spec,
                           f"cron takes only {CRON_FORMS}") from None
     hour = m[1] if m[1] == "*" else str(int(m[1]))
     return f"{int(m[2])} {hour} * * {dow}"

@@ -28,6 +28,11 @@ class ConfigError(Exception):
         self.allowed = allowed
         super().__init__(self.render())
 
+    @classmethod
+    def option(cls, name: str | None, value, allowed: str) -> ConfigError:
+        """A command-line option (or, with no name, the arguments as a whole) that cannot be used."""
+        return cls(None, None, (name,) if name else (), value, allowed)
+
     def render(self) -> str:
         where = str(self.path) if self.path else "<arguments>"
         if self.line:

@@ -320,5 +320,5 @@ def load_inventory(path: Path) -> Inventory:
 def inventory_path(name: str, base_dir: Path) -> Path:
     """config.toml names an inventory; it lives in <base_dir>/hardware/<name>.toml."""
     if not re.match(NAME, name):
-        raise ConfigError(None, None, ("inventory",), name, "a name of letters, digits, - and _")
+        raise ConfigError.option("inventory", name, "a name of letters, digits, - and _")
     return Path(base_dir) / "hardware" / f"{name}.toml"
