@@ -24,8 +24,8 @@ from longhaul.collectors.live.rtt_probe import RttProbe
 from longhaul.collectors.live.socket_sampler import SocketSampler
 from longhaul.drivers import iperf3
 from longhaul.drivers.agents.tcpinfo_probe import NATIVE
+from longhaul.hardware import run_marker
 from longhaul.hardware.backends.base import LinkSettings
-from longhaul.hardware.backends.netns import leftovers
 from longhaul.hardware.backends.netns.features import detect
 from longhaul.hardware.backends.netns.lab import NetnsLab
 from longhaul.hardware.cleanup import CleanupStack
@@ -71,8 +71,8 @@ def run(period_s: float = 0.1, native: bool | None = None, per_sender: bool = Fa
     work = Path(tempfile.mkdtemp(prefix="lh-bench-"))
     tag = f"{os.getpid() % 0xffffff:06x}"
     with CleanupStack() as cleanup:
-        leftovers.register(tag, work)  # so `longhaul clean` elsewhere leaves this lab alone
-        cleanup.push("forget marker", lambda: leftovers.unregister(tag))
+        run_marker.register(tag, work)  # so `longhaul clean` elsewhere leaves this lab alone
+        cleanup.push("forget marker", lambda: run_marker.unregister(tag))
         cleanup.push("stop processes", procs.stop_all)
         lab = NetnsLab(dumbbell(f"{tag}9", PAIRS, 1000, 500),
                        LinkSettings(20, 2_000_000, "cubic", "default"), features, procs, cleanup, work)

@@ -393,6 +393,9 @@ class FakeBackend:
     def has_generator(self, configured) -> bool:
         return self.path.generator
 
+    def leftovers(self, remove: bool) -> list[str]:
+        return []           # a fake lab leaves nothing on the machine
+
     def check(self, configured, needs: LabNeeds, console) -> Readiness:
         return Readiness(True, runs_tools_here=False, congestion_controls=FakeSession.congestion_controls)
 

@@ -7,9 +7,10 @@ import subprocess
 import pytest
 from lab_support import requires_lab
 
-from longhaul.hardware.backends.netns import leftovers
-from longhaul.hardware.backends.netns.lab import NETNS_ETC, namespace_pids
+from longhaul.hardware import run_marker
+from longhaul.hardware.backends.registry import leftovers
 from longhaul.hardware.executors.process import wait_until
+from longhaul.hardware.namespaces import NETNS_ETC, list_namespaces, namespace_pids
 
 pytestmark = [pytest.mark.lab, requires_lab]
 
@@ -22,16 +23,16 @@ def test_clean_removes_dead_runs_only(tmp_path):
         (NETNS_ETC / name).mkdir(parents=True, exist_ok=True)
     sleeper = subprocess.Popen(["ip", "netns", "exec", dead, "sleep", "300"], start_new_session=True)
     wait_until(lambda: sleeper.pid in namespace_pids(dead), timeout=10, what="sleeper inside the namespace")
-    leftovers.register(live_tag, tmp_path)          # this test process is the live run
+    run_marker.register(live_tag, tmp_path)          # this test process is the live run
     try:
-        assert dead in leftovers.find() and alive not in leftovers.find()
-        removed = leftovers.clean()
+        assert dead in leftovers(remove=False) and alive not in leftovers(remove=False)
+        removed = leftovers(remove=True)
         assert dead in removed and alive not in removed
-        assert dead not in leftovers.list_namespaces() and not (NETNS_ETC / dead).exists()
-        assert alive in leftovers.list_namespaces()
+        assert dead not in list_namespaces() and not (NETNS_ETC / dead).exists()
+        assert alive in list_namespaces()
         assert sleeper.wait(timeout=10) is not None      # the process inside was ended by pid
     finally:
-        leftovers.unregister(live_tag)
+        run_marker.unregister(live_tag)
         if sleeper.poll() is None:
             sleeper.kill()
         for name in (dead, alive):
@@ -47,9 +48,9 @@ def test_clean_removes_a_dead_runs_vm_fleet():
     for name in (stale, live):
         subprocess.run(["ip", "netns", "add", name], check=True)
     try:
-        found = leftovers.find()
+        found = leftovers(remove=False)                 # the qemu backend's own
         assert stale in found and live not in found
-        assert stale in leftovers.clean() and stale not in leftovers.list_namespaces()
+        assert stale in leftovers(remove=True) and stale not in list_namespaces()
     finally:
         for name in (stale, live):
             subprocess.run(["ip", "netns", "del", name], capture_output=True)

@@ -35,7 +35,7 @@ from longhaul.collectors.store.records import CellEntry, FlowStats
 from longhaul.collectors.store.writer import FileRunWriter
 from longhaul.core.errors import ConfigError, PreflightError, RunError
 from longhaul.drivers.registry import TOOLS, tool_for
-from longhaul.hardware.backends.netns import leftovers
+from longhaul.hardware.backends.registry import leftovers
 from longhaul.hardware.backends.ssh.check import check_inventory
 from longhaul.hardware.cleanup import Interrupted
 
@@ -223,7 +223,7 @@ def cmd_invariants(args) -> int:
 
 def cmd_clean(args) -> int:
 
-    stale = leftovers.find() if args.dry_run else leftovers.clean()
+    stale = leftovers(remove=not args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
     for name in stale:
         print(f"{verb} {name}")

@@ -3,6 +3,7 @@ module (or folder) plus one entry here."""
 
 from __future__ import annotations
 
+from longhaul.hardware import run_marker
 from longhaul.hardware.backends.base import Backend
 from longhaul.hardware.backends.netns.backend import NetnsBackend
 from longhaul.hardware.backends.qemu.backend import QemuBackend
@@ -13,3 +14,17 @@ BACKENDS: dict[str, Backend] = {
     "ssh": SshBackend(),
     "qemu": QemuBackend(),
 }
+
+
+def leftovers(remove: bool) -> list[str]:
+    """What runs killed without a teardown left on this machine: their journaled processes (ended
+    first: a remote host's process groups end with their ssh clients), then what each backend
+    names as its own (namespaces, files); removed when asked."""
+    found = run_marker.stale_processes()
+    if remove:
+        run_marker.end_stale_processes()
+    for backend in BACKENDS.values():
+        found += backend.leftovers(remove)
+    if remove:
+        run_marker.forget_stale()
+    return found

@@ -216,3 +216,19 @@ def wait_until(predicate, timeout: float, interval: float = 0.02, what: str = "c
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.1f}s waiting for {what}")
         time.sleep(interval)
+
+
+def end_pids(live) -> None:
+    """SIGTERM to the pids live() names, two seconds to go, then SIGKILL to what is left."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        pids = live()
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and live():
+            time.sleep(0.05)

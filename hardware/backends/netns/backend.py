@@ -9,8 +9,9 @@ from rich.table import Table
 
 from longhaul.core.errors import PreflightError
 from longhaul.core.model import Strict
+from longhaul.hardware import run_marker
 from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
-from longhaul.hardware.backends.netns import leftovers
+from longhaul.hardware.backends.netns import leftovers as netns_leftovers
 from longhaul.hardware.backends.netns.features import Features, detect
 from longhaul.hardware.backends.netns.lab import NetnsLab
 from longhaul.hardware.cleanup import CleanupStack
@@ -58,6 +59,9 @@ class NetnsBackend:
     def has_generator(self, configured: NetnsSettings) -> bool:
         return configured.trex is not None      # TRex on the generator namespace's veth (af_packet)
 
+    def leftovers(self, remove: bool) -> list[str]:
+        return netns_leftovers.leftovers(remove)
+
     def check(self, configured, needs: LabNeeds, console) -> Readiness:
         features = detect(delayline.helper_path())
         console.print(preflight_table(features))
@@ -70,11 +74,11 @@ class NetnsBackend:
     def session(self, configured, needs: LabNeeds, ctx: RunContext):
         features = preflight()
         # the marker names this run's namespaces, so `longhaul clean` knows whose they are
-        leftovers.register(ctx.tag, ctx.run_dir, ctx.procs)
+        run_marker.register(ctx.tag, ctx.run_dir, ctx.procs)
         try:
             yield NetnsSession(features, ctx.procs, configured.trex)
         finally:
-            leftovers.unregister(ctx.tag, ctx.procs)
+            run_marker.unregister(ctx.tag, ctx.procs)
 
 
 def preflight_table(features: Features) -> Table:

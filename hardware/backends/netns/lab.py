@@ -10,8 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
 from longhaul.hardware.executors.process import LocalExecutor, NetnsExecutor, ProcessTable, wait_until
 from longhaul.hardware.generator import TrexPort, TrexSection, start_server
+from longhaul.hardware.namespaces import NETNS_ETC, remove_namespace
 from longhaul.hardware.offloads import apply_offloads
 from longhaul.hardware.routers.base import RouterOS
 from longhaul.hardware.routers.linux_tc import access_plan
@@ -30,7 +29,6 @@ from longhaul.hardware.tuning import host_sysctls, sysctl_argv
 
 log = logging.getLogger(__name__)
 LINUX = ROUTERS["linux"]
-NETNS_ETC = Path("/etc/netns")
 CORE_MEM = ("net.core.rmem_max", "net.core.wmem_max")
 LAB_EHASH_ENTRIES = 256     # buckets for a lab host's established TCP sockets: a few hundred at most
 
@@ -179,35 +177,3 @@ def own_ehash(entries: int = LAB_EHASH_ENTRIES):
     finally:
         if before is not None:
             knob.write_text(before)
-
-
-def namespace_pids(netns: str) -> list[int]:
-    try:
-        out = LocalExecutor("controller", ProcessTable()).run(["ip", "netns", "pids", netns], check=False)
-    except Exception:
-        return []
-    return [int(tok) for tok in out.stdout.split() if tok.isdigit()]
-
-
-def end_pids(live) -> None:
-    """SIGTERM to the pids live() names, two seconds to go, then SIGKILL to what is left."""
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        pids = live()
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline and live():
-            time.sleep(0.05)
-
-
-def remove_namespace(netns: str) -> None:
-    """Stop whatever still runs in one of our namespaces (by pid), then delete it; the kernel
-    takes its veths, qdiscs and iptables rules with it."""
-    end_pids(lambda: namespace_pids(netns))
-    LocalExecutor("controller", ProcessTable()).run(["ip", "netns", "del", netns], check=False)
-    shutil.rmtree(NETNS_ETC / netns, ignore_errors=True)

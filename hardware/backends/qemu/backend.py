@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,14 +19,18 @@ from rich.table import Table
 
 from longhaul.core.errors import PreflightError, RunError, SettingError
 from longhaul.core.model import Strict
+from longhaul.hardware import run_marker
 from longhaul.hardware.backends.base import LabNeeds, Readiness, RunContext
 from longhaul.hardware.backends.qemu import fleet as qemu_fleet
 from longhaul.hardware.backends.qemu.firmware import FIRMWARE
 from longhaul.hardware.backends.ssh.backend import open_session
 from longhaul.hardware.executors.process import LocalExecutor, ProcessTable
+from longhaul.hardware.namespaces import remove_namespace, stale_namespaces
+from longhaul.hardware.topology import NS_PREFIX
 
 log = logging.getLogger(__name__)
 IMAGE_FILES = ("longhaul.raw", "manifest.json")
+FLEET_NAMESPACE = re.compile(rf"^{re.escape(NS_PREFIX)}q(?P<pid>\d+)$")     # a fleet's, named by its run's pid
 
 
 class QemuSection(Strict):
@@ -98,16 +103,29 @@ class QemuBackend:
         console.print(table)
         return Readiness(bool(qemu and accel))
 
+    def leftovers(self, remove: bool) -> list[str]:
+        """Fleet namespaces (`lh-q<pid>`, its bridges and TAPs) of runs no longer running; their
+        VMs' qemu processes are the run's journal's, ended before this."""
+        stale = stale_namespaces(FLEET_NAMESPACE, run_marker.alive)
+        if remove:
+            for name in stale:
+                remove_namespace(name)
+        return stale
+
     @contextmanager
     def session(self, configured: QemuConfigured, needs: LabNeeds, ctx: RunContext):
-        with _fleet(configured, needs, ctx) as fleet:
-            # from here on the VMs are real hosts with an inventory, driven like the ssh backend
-            session = open_session(fleet.inventory_path, needs, ctx.procs, self.name)
-            session.features.extra["vm_lab"] = fleet.as_dict()
-            try:
-                yield session
-            finally:
-                fleet.keep_consoles(ctx.lab_dir / "vms")
+        run_marker.register(ctx.tag, ctx.run_dir, ctx.procs)
+        try:
+            with _fleet(configured, needs, ctx) as fleet:
+                # from here on the VMs are real hosts with an inventory, driven like the ssh backend
+                session = open_session(fleet.inventory_path, needs, ctx.procs, self.name)
+                session.features.extra["vm_lab"] = fleet.as_dict()
+                try:
+                    yield session
+                finally:
+                    fleet.keep_consoles(ctx.lab_dir / "vms")
+        finally:
+            run_marker.unregister(ctx.tag, ctx.procs)
 
 
 @contextmanager
@@ -117,7 +135,7 @@ def _fleet(configured: QemuConfigured, needs: LabNeeds, ctx: RunContext):
         raise PreflightError("preflight failed: the qemu backend needs qemu-system-x86_64 (make setup installs it)")
     pid = os.getpid()
     shown = LocalExecutor("controller", ProcessTable()).run(["ip", "-j", "-4", "addr"]).stdout
-    plan = qemu_fleet.fleet_plan(f"lq{pid}", qemu_fleet.free_index(pid, shown), needs.pairs, ns=f"lh-q{pid}")
+    plan = qemu_fleet.fleet_plan(f"lq{pid}", qemu_fleet.free_index(pid, shown), needs.pairs, ns=f"{NS_PREFIX}q{pid}")
     workdir = ctx.run_dir.parent / f".qemu-{pid}"
     try:
         fleet = qemu_fleet.VmFleet(plan, configured.image_dir, workdir, ctx.procs, accel=q.accel,

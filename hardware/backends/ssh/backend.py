@@ -9,6 +9,7 @@ from pathlib import Path
 
 from longhaul.core.errors import ConfigError, PreflightError, SettingError
 from longhaul.core.model import Strict
+from longhaul.hardware import run_marker
 from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
 from longhaul.hardware.backends.ssh import lab as hosts_lab
 from longhaul.hardware.backends.ssh.check import check_inventory, wants
@@ -99,9 +100,14 @@ class SshBackend:
         open_session(configured.inventory_path, needs, ProcessTable(), self.name)
         return Readiness(True)
 
+    def leftovers(self, remove: bool) -> list[str]:
+        return []       # its ssh clients are the run's journal's; ending one ends its remote group
+
     @contextmanager
     def session(self, configured: SshConfigured, needs: LabNeeds, ctx: RunContext):
+        run_marker.register(ctx.tag, ctx.run_dir, ctx.procs)
         try:
             yield open_session(configured.inventory_path, needs, ctx.procs, self.name)
         finally:
             MASTERS.close_all()          # the shared SSH connections end with the session
+            run_marker.unregister(ctx.tag, ctx.procs)
