@@ -23,8 +23,6 @@ def test_queue_in_bytes_is_written_in_kbytes_rounded_up():
     assert dn.pipe_plan(2, 500, 64, "6MB")[0][-2:] == ["queue", "5860Kbytes"]   # 6000000/1024 = 5859.4
     assert dn.queue_arg("4MiB") == "4096Kbytes"
     assert dn.queue_arg("6000000") == "5860Kbytes"             # bare bytes
-    assert dn.queue_bytes_configured("6MB") == 5860 * 1024 >= 6_000_000
-    assert dn.queue_bytes_configured(50) is None
 
 
 def test_queue_in_slots_accepts_packet_spellings():
@@ -36,7 +34,7 @@ def test_queue_in_slots_accepts_packet_spellings():
     with pytest.raises(ValueError):
         dn.queue_arg(True)
     with pytest.raises(ValueError):
-        dn.queue_arg("1bdp")                    # needs the rate and RTT: router_plan resolves it
+        dn.queue_arg("1bdp")                    # needs the rate and RTT: a byte size or slots here
     with pytest.raises(ValueError):
         dn.queue_arg("6 parsecs")
 
@@ -59,33 +57,6 @@ def test_bad_values_are_refused():
         dn.rule_argv(65535, 1, "em0")           # the default rule
     with pytest.raises(ValueError):
         dn.rule_argv(100, 1, "em0; reboot")
-
-
-def test_router_plan_is_figure_6b_shaped_one_pipe_per_direction():
-    plan = dn.router_plan("em0", "ix1", 500, 128, "6MB")
-    # EXAMPLES, TRAFFIC SHAPING: a bidirectional link is two pipes; pipes configured before the
-    # rules that send packets to them; RULE OPTIONS: xmit needs `out`
-    assert plan == [
-        ["ipfw", "pipe", "50", "config", "bw", "500Mbit/s", "delay", "64", "queue", "5860Kbytes"],
-        ["ipfw", "pipe", "51", "config", "bw", "500Mbit/s", "delay", "64", "queue", "5860Kbytes"],
-        ["ipfw", "-q", "add", "50", "pipe", "50", "ip", "from", "any", "to", "any", "out", "xmit", "ix1"],
-        ["ipfw", "-q", "add", "51", "pipe", "51", "ip", "from", "any", "to", "any", "out", "xmit", "em0"],
-    ]
-    for argv in plan:
-        assert all(isinstance(a, str) and a and a == a.strip() for a in argv)   # SYNTAX: one keyword per arg
-
-
-def test_router_plan_splits_an_odd_rtt_exactly_and_resolves_bdp():
-    plan = dn.router_plan("em0", "em1", 1000, 25, "1bdp", first_rule=200, first_pipe=7)
-    delays = [int(argv[argv.index("delay") + 1]) for argv in plan[:2]]
-    assert delays == [13, 12] and sum(delays) == 25
-    bdp = 1000e6 / 8 * 0.025
-    assert plan[0][-1] == f"{-(-int(bdp) // 1024)}Kbytes"
-    assert plan[2][3:6] == ["200", "pipe", "7"] and plan[3][3:6] == ["201", "pipe", "8"]
-    with pytest.raises(ValueError):
-        dn.router_plan("em0", "em0", 1000, 25, 50)
-    with pytest.raises(ValueError):
-        dn.router_plan("em0", "em1", 1000, 0.4, 50)   # sub-ms RTTs cannot be expressed
 
 
 def test_egress_plan_is_one_direction():
@@ -117,8 +88,7 @@ def test_sysctls_raise_the_documented_limits_only_when_needed():
         assert name.startswith("net.inet.ip.") and value.isdigit()
 
 
-def test_checks_are_read_only_and_hz_is_judged():
-    assert all(argv[:2] == ["sysctl", "-n"] for argv in dn.check_plan())
+def test_hz_is_judged():
     assert dn.hz_problem("1000\n") is None
     assert "10 ms" in dn.hz_problem("100")
 

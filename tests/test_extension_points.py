@@ -1,6 +1,6 @@
 """Each extension point takes one module (or folder) plus one registry entry (docs/architecture.md
-"How to add ..."): a toy tool, a toy lab backend and a toy study are registered here and used
-through the product's own paths, without root."""
+"How to add ..."): a toy tool, a toy lab backend, a toy study and a toy router OS are registered
+here and used through the product's own paths, without root."""
 from __future__ import annotations
 
 import io
@@ -20,9 +20,19 @@ from longhaul.appliance.config.load import load_config
 from longhaul.appliance.run.runner import Runner
 from longhaul.collectors.studies import registry
 from longhaul.core.errors import ConfigError
+from longhaul.core.paths import REPO
 from longhaul.drivers.registry import TOOLS
 from longhaul.drivers.result import Interval, Result
 from longhaul.drivers.tool import FlowRules, ServerSpec, listening
+from longhaul.hardware.backends.base import LinkSettings
+from longhaul.hardware.backends.ssh import readiness
+from longhaul.hardware.backends.ssh.inventory import load_inventory
+from longhaul.hardware.backends.ssh.lab import HostsLab, inventory_dumbbell
+from longhaul.hardware.backends.ssh.preflight import HostFacts, HostsFeatures
+from longhaul.hardware.cleanup import CleanupStack
+from longhaul.hardware.executors.process import Completed, ProcessTable
+from longhaul.hardware.routers.registry import ROUTERS
+from longhaul.hardware.verdicts import OsCheck
 
 # ---------------------------------------------------------------------------------------- study
 
@@ -172,3 +182,107 @@ def test_a_toy_backend(tmp_path, monkeypatch, capsys):
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["backend"] == "fake" and manifest["status"] == "complete"
     assert [lab.built and lab.torn_down for lab in backend.labs] == [True]
+
+
+# ------------------------------------------------------------------------------------ router OS
+
+class ToyOS:
+    """A router OS of its own (hardware/routers/base.py's RouterOS): its readiness checks, sysctls
+    and shaper, as argv for the backend to run."""
+
+    name, uname, end_hosts, tools = "toy", "ToyOS", False, ("toyshape",)
+    delays_itself, sets_offloads = True, False
+    meter_sh = 'toyshape stats "$1"'
+
+    def kernel_check(self):
+        return OsCheck("toy shaper", ("toyshape", "probe"), lambda done: ("ok", done.stdout.strip()))
+
+    def link_check(self, ifname, rate_mbps):
+        return OsCheck(f"link {ifname}", ("toylink", ifname), lambda done: ("ok", f"{done.stdout.strip()} of {rate_mbps:g}"))
+
+    def pci_check(self, pci):
+        return None
+
+    def meter_counters(self, text):
+        return None
+
+    def sysctls(self, shape):
+        return {"toy.forwarding": "1"}
+
+    def write_sysctls(self, values):
+        return [["toyctl", f"{k}={v}"] for k, v in values.items()]
+
+    def shaping(self, shape, netem):
+        return [["toyshape", "add", shape.ifname, f"{shape.rate_mbps:g}", f"{shape.delay_ms:g}", str(shape.queue_bytes)]]
+
+    def unshaping(self, shape):
+        return [["toyshape", "del", shape.ifname]]
+
+    def read_shaping(self, ifname):
+        return ["toyshape", "show", ifname]
+
+    def parse_shaping(self, text):
+        return {"kind": text.strip() or None}
+
+    def in_the_way(self, state, ifname):
+        return None
+
+
+class ToyHost:
+    """A lab machine that records what it is asked and answers as a fresh one would."""
+
+    remote, lost = True, None
+
+    def __init__(self, name, log):
+        self.name, self.log = name, log
+
+    def run(self, argv, timeout=30.0, check=True, input=None):
+        self.log.append((self.name, list(argv)))
+        out = "".join("0\n" for _ in argv[2:]) if argv[:2] in (["sysctl", "-n"], ["toyctl", "-n"]) else \
+            "[]" if argv[:2] == ["tc", "-j"] else ""
+        return Completed(argv, 0, out, "")
+
+
+def test_a_toy_router_os(tmp_path, monkeypatch):
+    """One class and one ROUTERS entry: the inventory takes `os = "toy"` for a router (not for an
+    end host), readiness runs and reads the OS's own checks, and a lab shapes its bottleneck port
+    with the OS's argv and undoes it."""
+    monkeypatch.setitem(ROUTERS, "toy", ToyOS())
+    text = (REPO / "hardware" / "example-inventory.toml").read_text()
+    inventory = tmp_path / "inv.toml"
+    for router in ("R1", "R2"):
+        text = text.replace(f'name = "{router}"\nrole = "router"\nos = "linux"', f'name = "{router}"\nrole = "router"\nos = "toy"', 1)
+    inventory.write_text(text)
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "longhaul_ed25519").write_text("not a key: nothing is contacted\n")
+    inv = load_inventory(inventory)
+    r2 = inv.host("R2")
+    assert r2.os == "toy"
+    checks = readiness.host_checks(r2)
+    assert [c.name for c in checks][:2] == ["tools", "toy shaper"] and checks[0].params == ("toyshape",)
+    link = next(c for c in checks if c.name.startswith("link "))
+    assert link.argv[0] == "toylink" and readiness.interpret(link, Completed(link.argv, 0, "up\n", ""))[0] == "ok"
+    assert readiness.interpret_reach(r2, Completed(["uname", "-sr"], 0, "ToyOS 1.0\n", ""))[-1] == ("os", "ok", "ToyOS 1.0")
+    with pytest.raises(ConfigError, match="routers only"):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(text.replace('name = "S1"\nrole = "sender"\nos = "linux"', 'name = "S1"\nrole = "sender"\nos = "toy"', 1))
+        load_inventory(bad)
+
+    log = []
+    monkeypatch.setattr(type(inv), "executor", lambda self, name, procs, via=None: ToyHost(name, log))
+    topo, names = inventory_dumbbell(inv, "t1", 1, 100, 1500)
+    features = HostsFeatures(str(inventory), {"S1": HostFacts("S1", "sender", ("cubic",)),
+                                              "D1": HostFacts("D1", "receiver", ("cubic",)),
+                                              "R1": HostFacts("R1", "router"), "R2": HostFacts("R2", "router")})
+    cleanup = CleanupStack()
+    lab = HostsLab(inv, topo, names, LinkSettings(20, 250_000, "cubic", "default"), features, ProcessTable(),
+                   cleanup, tmp_path)
+    lab.build()
+    on_r2 = [argv for host, argv in log if host == "R2"]
+    wan = topo.bottleneck().b.ifname
+    assert ["toyctl", "toy.forwarding=1"] in on_r2 and ["toyshape", "add", wan, "100", "10", "250000"] in on_r2
+    assert not any(argv[0] in ("tc", "iptables") for argv in on_r2)          # nothing of Linux's on it
+    assert lab.record["delay"] == {"R1": "shaper", "R2": "shaper"}       # it delays by itself
+    log.clear()
+    assert cleanup.close() == []
+    assert ["toyshape", "del", wan] in [argv for host, argv in log if host == "R2"]

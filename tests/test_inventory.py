@@ -132,6 +132,8 @@ def test_a_minimal_inventory_loads(tmp_path):
     ('name = "D1"', 'name = "S1"', 'name = "S1"', "hosts[1].name", "unique"),
     ('name = "S1"\nrole = "sender"', 'name = "S1"\nrole = "sender"\nos = "freebsd"', 'os = "freebsd"',
      "hosts[0].os", "routers only"),
+    ('name = "S1"\nrole = "sender"', 'name = "S1"\nrole = "sender"\nos = "plan9"', 'os = "plan9"',
+     "hosts[0].os", "'linux' or 'freebsd'"),     # the host OS modules there are (hardware/routers/)
 ])
 def test_mistakes_name_file_line_key_and_what_is_allowed(tmp_path, old, new, needle, key, allowed):
     assert old in MINIMAL

@@ -26,11 +26,14 @@ from ssh_lab import lab_skip_reason, ssh_lab
 from longhaul.appliance.run.preflight import needs_of
 from longhaul.core.errors import ConfigError
 from longhaul.drivers import nfs_client
+from longhaul.hardware import verdicts
 from longhaul.hardware.backends.ssh import check as ci
 from longhaul.hardware.backends.ssh import readiness as r
 from longhaul.hardware.backends.ssh.host_checks import CONNECT_TIMEOUT_S
 from longhaul.hardware.backends.ssh.inventory import load_inventory
 from longhaul.hardware.executors.process import Completed, NetnsExecutor, ProcessTable
+from longhaul.hardware.routers import freebsd_ipfw as fb
+from longhaul.hardware.routers import linux_tc as lt
 
 DATA = Path(__file__).parent / "data" / "readiness"
 REPO = Path(__file__).resolve().parent.parent
@@ -72,11 +75,11 @@ def test_checks_follow_role_and_os_and_never_interpolate_names():
     receiver = [c.name for c in r.host_checks(host("receiver"))]
     assert "congestion controls" not in receiver and "tools" in receiver
     linux_router = r.host_checks(host("router", interfaces=[iface("wan")]))
-    assert linux_router[0].params == ("ip", "tc") and linux_router[1].kind == "qdiscs"
+    assert linux_router[0].params == ("ip", "tc") and linux_router[1].name == "qdiscs"
     assert linux_router[1].argv[3:] == ("sh", "sch", "NET_SCH", "tbf", "netem", "htb")
     bsd = r.host_checks(host("router", os="freebsd", interfaces=[iface("em0")]))
-    assert bsd[0].params == ("ipfw", "sysctl") and bsd[1].kind == "dummynet"
-    assert bsd[-1].argv == ("ifconfig", "em0") and bsd[-1].kind == "link_bsd"
+    assert bsd[0].params == ("ipfw", "sysctl") and bsd[1].name == "dummynet"
+    assert bsd[-1].argv == ("ifconfig", "em0") and bsd[-1].name == "link em0"
     controller = r.host_checks(host("controller"))
     assert all(c.local for c in controller) and [c.name for c in controller] == ["tools", "clock sync"]
     assert r.host_checks(host("sender"))[1].params == (r.DEFAULT_CCAS, False)    # no profile: optional
@@ -106,7 +109,7 @@ def test_a_receiver_must_name_its_test_address_when_gridftp_runs():
 
 
 def test_the_scripts_parse_as_posix_sh():
-    for script in (r._TOOLS_SH, r._KERNEL_SH, r._CCA_SH, r._CLOCK_SH, r._LINK_SH, r._PCI_SH, r._KLD_SH,
+    for script in (r._TOOLS_SH, verdicts.KERNEL_SH, r._CCA_SH, r._CLOCK_SH, lt._LINK_SH, lt._PCI_SH, fb._KLD_SH,
                    r._TREX_SH, r.CLOCK_LOOP_SH):
         subprocess.run(["sh", "-n", "-c", script], check=True)
 
@@ -146,21 +149,21 @@ def test_tools():
 
 
 def test_qdiscs_from_the_kernel_config_when_the_kernel_has_no_modules():
-    status, detail = r.interpret_qdiscs(captured("qdiscs_linux_nomodules"), r.QDISCS)
+    status, detail = lt.read_qdiscs(captured("qdiscs_linux_nomodules"))
     assert status == "warn"                                     # netem missing: optional
     assert "tbf: built in (kernel config)" in detail and "htb: built in" in detail
     assert "netem: not in this kernel (# CONFIG_NET_SCH_NETEM is not set)" in detail and "delay line" in detail
-    status, detail = r.interpret_qdiscs(captured("qdiscs_unknown"), r.QDISCS)
+    status, detail = lt.read_qdiscs(captured("qdiscs_unknown"))
     assert status == "warn" and "cannot tell" in detail and "Module sch_tbf not found" in detail
     no_tbf = done("tbf config # CONFIG_NET_SCH_TBF is not set\nnetem loaded\nhtb builtin\n")
-    assert r.interpret_qdiscs(no_tbf, r.QDISCS)[0] == "fail"
+    assert lt.read_qdiscs(no_tbf)[0] == "fail"
     # what modinfo prints on a modular kernel (kmod's modinfo -n: the module's path, or "(builtin)")
     modular = done("tbf module /lib/modules/6.1.0-18-amd64/kernel/net/sched/sch_tbf.ko\n"
                    "netem module (builtin)\nhtb loaded\n")
-    assert r.interpret_qdiscs(modular, r.QDISCS) == \
+    assert lt.read_qdiscs(modular) == \
         ("ok", "tbf: module /lib/modules/6.1.0-18-amd64/kernel/net/sched/sch_tbf.ko; netem: built in; htb: loaded")
     assert captured("modinfo_sch_netem").stderr == "modinfo: ERROR: Module sch_netem not found.\n"
-    assert r.kernel_feature("unknown " + captured("modinfo_sch_netem").stderr.strip())[0] == "unknown"
+    assert verdicts.kernel_feature("unknown " + captured("modinfo_sch_netem").stderr.strip())[0] == "unknown"
 
 
 def test_congestion_controls():
@@ -209,36 +212,36 @@ def test_clock_offset_takes_the_tightest_exchange():
 
 
 def test_links():
-    assert r.interpret_link(captured("link_eth0"), (1000,)) == \
+    assert lt.read_link(captured("link_eth0"), 1000) == \
         ("warn", "speed unknown (virtual NIC or link down); link up; inventory 1000 Mb/s")   # virtio: -1
-    assert r.interpret_link(captured("link_absent"), (1000,)) == ("fail", "no such interface on this host")
-    assert r.interpret_link(done("up\n1000\n"), (1000,)) == ("ok", "1000 Mb/s (inventory 1000)")
-    assert r.interpret_link(done("up\n100\n"), (1000,))[0] == "fail"
-    assert r.interpret_link(done("up\n10000\n"), (1000,))[0] == "warn"
-    assert r.interpret_link(captured("link_veth_down"), (1000,)) == \
+    assert lt.read_link(captured("link_absent"), 1000) == ("fail", "no such interface on this host")
+    assert lt.read_link(done("up\n1000\n"), 1000) == ("ok", "1000 Mb/s (inventory 1000)")
+    assert lt.read_link(done("up\n100\n"), 1000)[0] == "fail"
+    assert lt.read_link(done("up\n10000\n"), 1000)[0] == "warn"
+    assert lt.read_link(captured("link_veth_down"), 1000) == \
         ("warn", "speed unknown (virtual NIC or link down); link down; inventory 1000 Mb/s")
     # FreeBSD ifconfig(8)'s media and status lines
     bsd = done("em0: flags=8843<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST> metric 0 mtu 1500\n"
                "\tmedia: Ethernet autoselect (1000baseT <full-duplex>)\n\tstatus: active\n")
-    assert r.interpret_link_bsd(bsd, (1000,)) == ("ok", "1000 Mb/s (inventory 1000)")
+    assert fb.read_link(bsd, 1000) == ("ok", "1000 Mb/s (inventory 1000)")
     ten = done("ix1: flags=8843<UP> mtu 9000\n\tmedia: Ethernet autoselect (10Gbase-SR <full-duplex>)\n"
                "\tstatus: active\n")
-    assert r.interpret_link_bsd(ten, (10000,))[0] == "ok"
-    assert r.interpret_link_bsd(done("", 1, "ifconfig: interface em9 does not exist\n"), (1000,))[0] == "fail"
+    assert fb.read_link(ten, 10000)[0] == "ok"
+    assert fb.read_link(done("", 1, "ifconfig: interface em9 does not exist\n"), 1000)[0] == "fail"
 
 
 def test_pci():
-    assert r.interpret_pci(captured("pci_present")) == ("ok", "present, driver virtio-pci")
-    assert r.interpret_pci(captured("pci_absent"))[0] == "fail"
-    assert r.interpret_pci(done("none\n")) == ("ok", "present, no driver bound")
+    assert lt.read_pci(captured("pci_present")) == ("ok", "present, driver virtio-pci")
+    assert lt.read_pci(captured("pci_absent"))[0] == "fail"
+    assert lt.read_pci(done("none\n")) == ("ok", "present, no driver bound")
 
 
 def test_dummynet():
-    assert r.interpret_dummynet(done("ipfw loaded\ndummynet loaded\nhz 1000\n")) == \
+    assert fb.read_dummynet(done("ipfw loaded\ndummynet loaded\nhz 1000\n")) == \
         ("ok", "ipfw loaded, dummynet loaded, kern.hz=1000")
-    status, detail = r.interpret_dummynet(done("ipfw loaded\ndummynet loadable\nhz 100\n"))
+    status, detail = fb.read_dummynet(done("ipfw loaded\ndummynet loadable\nhz 100\n"))
     assert status == "warn" and "kldload dummynet" in detail and "10 ms" in detail
-    assert r.interpret_dummynet(done("ipfw missing\ndummynet missing\nhz 1000\n"))[0] == "fail"
+    assert fb.read_dummynet(done("ipfw missing\ndummynet missing\nhz 1000\n"))[0] == "fail"
 
 
 def test_reach_and_ssh_failures_from_real_ssh_runs():

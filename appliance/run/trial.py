@@ -372,8 +372,13 @@ def _drive(lab, runs: list[FlowRun], t0: float, on_tick, probe, sampler, probe_s
                 launch.exited_s = round(time.monotonic() - t0, 3)
         if not pending and all(l.exited_s is not None for r in runs for l in r.launches) and now - t0 >= probe_s:
             return
-        if now > deadline:
-            raise TimeoutError(f"flows still running {GRACE_S:.0f}s after their planned end")
+        # a burst that started late (its server slow to get ready: an NFS export on a TCG VM took
+        # 26 s) moves its end, and the deadline, by as much
+        late = max((l.launched_s - l.launch_at for r in runs for l in r.launches if l.launched_s is not None),
+                   default=0.0)
+        if now > deadline + max(0.0, late):
+            raise TimeoutError(f"flows still running {GRACE_S:.0f}s after their planned end"
+                               + (f" (started {late:.0f}s late)" if late >= 1 else ""))
         if on_tick and now >= next_tick:
             on_tick(now - t0, sampler.current(), probe.latest())
             next_tick = now + 0.5

@@ -1,5 +1,6 @@
-"""The router OS contract: what a lab backend asks of a router to emulate its side of the
-bottleneck, chosen per router by the inventory's `os` (registry.py's ROUTERS).
+"""The host OS contract: what a lab backend asks of a router to emulate its side of the
+bottleneck, and what `longhaul check --inventory` runs on any host of that OS, chosen per host by
+the inventory's `os` (registry.py's ROUTERS). A router OS is one module and one entry there.
 
 Each method returns argv lists or reads text (pure); the backend runs them on the router, records
 the state before and after, and pushes the undo onto its cleanup stack.
@@ -10,13 +11,29 @@ from __future__ import annotations
 from typing import Protocol
 
 from longhaul.hardware.routers.linux_tc import DirectionShape
+from longhaul.hardware.verdicts import OsCheck
 
 
 class RouterOS(Protocol):
     name: str
+    uname: str              # what `uname -s` says on a host of this OS (readiness's os row)
+    end_hosts: bool         # senders and receivers may run it, or routers only
+    tools: tuple[str, ...]  # the programs a router of this OS shapes with (readiness's tools row)
     delays_itself: bool     # its shaper adds the delay too (Dummynet); else netem, or the delay line
     sets_offloads: bool     # the profile's [tuning] offloads are set on its lab interfaces (ethtool)
     meter_sh: str           # shell text reading the bottleneck shaper's counters, "$1" the interface
+
+    def kernel_check(self) -> OsCheck:
+        """Whether a router's kernel has the shaper (read-only: nothing is changed)."""
+        ...
+
+    def link_check(self, ifname: str, rate_mbps: float) -> OsCheck:
+        """The interface's link state and speed against the inventory's rate."""
+        ...
+
+    def pci_check(self, pci: str) -> OsCheck | None:
+        """The PCI device at that address and its driver; None where the OS cannot say."""
+        ...
 
     def meter_counters(self, text: str) -> tuple[int, int, int] | None:
         """(bytes the shaper sent, bytes queued now, a count that grows while it holds packets

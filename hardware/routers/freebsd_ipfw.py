@@ -28,8 +28,9 @@ sbin/ipfw/ipfw.8 of 2010), sections cited by name:
 Figure 6b of seed 000 (its router commands) is an image that the seed's text does not contain,
 so the sysctls below are the ones ipfw(8) says a pipe of this size needs, not a copy of it.
 
-Numbering: the plan owns a block of rule and pipe numbers (first_rule, first_pipe and the next
-one) and the teardown deletes exactly those numbers, never `ipfw -f flush`, which would also remove
+Each router shapes its own WAN egress (egress_plan: one pipe, one rule), the two routers of the
+dumbbell together making the two directions. Numbering: the plan owns a block of rule and pipe
+numbers (from first_rule, first_pipe) and the teardown deletes exactly those numbers, never `ipfw -f flush`, which would also remove
 the router's own firewall rules (and, with a default-deny kernel, cut the SSH session).
 The router must accept what no rule matches (net.inet.ip.fw.default_to_accept=1 in
 /boot/loader.conf, or its own allow rules): these plans add pipes, not a firewall policy.
@@ -39,9 +40,11 @@ from __future__ import annotations
 
 import math
 import re
+from functools import partial
 
 from longhaul.core.units import parse_queue
 from longhaul.hardware.routers.linux_tc import DirectionShape
+from longhaul.hardware.verdicts import FAIL, OK, WARN, OsCheck, first_line, kernel_lines, rate_verdict, worst
 
 FIRST_RULE = 50        # before rc.firewall's rules (100 and up), so shaping sees every packet
 FIRST_PIPE = 50
@@ -85,7 +88,7 @@ def queue_size(queue, bdp_bytes: float | None = None, mtu: int = 1500) -> tuple[
     if match:
         return queue_size(int(match.group(1)))
     if "bdp" in str(queue).lower() and bdp_bytes is None:
-        raise ValueError("a BDP multiple needs the rate and RTT: use router_plan, or give bytes")
+        raise ValueError("a BDP multiple needs the BDP (bdp_bytes), or give bytes or slots")
     return "bytes", parse_queue(str(queue), bdp_bytes or 0.0, mtu)
 
 
@@ -95,12 +98,6 @@ def queue_arg(queue, bdp_bytes: float | None = None, mtu: int = 1500) -> str:
     '6MB' = 6000000 B -> '5860Kbytes' (6000640 B)."""
     kind, n = queue_size(queue, bdp_bytes, mtu)
     return str(n) if kind == "slots" else f"{math.ceil(n / 1024)}Kbytes"
-
-
-def queue_bytes_configured(queue, bdp_bytes: float | None = None, mtu: int = 1500) -> int | None:
-    """What the kernel will hold, in bytes (None for a queue in slots)."""
-    kind, n = queue_size(queue, bdp_bytes, mtu)
-    return None if kind == "slots" else math.ceil(n / 1024) * 1024
 
 
 def pipe_plan(pipe_id: int, bw_mbps: float, delay_ms: float, queue) -> list[list[str]]:
@@ -121,32 +118,6 @@ def rule_argv(rule: int, pipe_id: int, out_if: str) -> list[str]:
             "out", "xmit", out_if]
 
 
-def split_rtt(rtt_ms: float) -> tuple[int, int]:
-    """(forward, reverse) one-way delays in whole ms that add up to the RTT exactly; an odd RTT
-    puts the extra millisecond on the forward (data) direction."""
-    total = _whole_ms(rtt_ms)
-    return (total + 1) // 2, total // 2
-
-
-def router_plan(in_if: str, out_if: str, bw_mbps: float, rtt_ms: float, queue,
-                first_rule: int = FIRST_RULE, first_pipe: int = FIRST_PIPE, mtu: int = 1500) -> list[list[str]]:
-    """The whole emulated bottleneck on one router, as in ipfw(8)'s bidirectional-link example:
-    pipe first_pipe carries data leaving through out_if (towards the receivers) and pipe
-    first_pipe+1 what leaves through in_if (ACKs back to the senders); each has the rate, the
-    queue and half the RTT. Pipes are configured before the rules that use them, so no packet is
-    ever sent to a pipe that does not exist yet. In a two-router dumbbell where each router
-    shapes only its own WAN egress, use egress_plan on each instead."""
-    if in_if == out_if:
-        raise ValueError("in_if and out_if must differ")
-    bdp = bw_mbps * 1e6 / 8 * rtt_ms / 1e3
-    q = _resolved(queue, bdp, mtu)
-    fwd, rev = split_rtt(rtt_ms)
-    return [*pipe_plan(first_pipe, bw_mbps, fwd, q),
-            *pipe_plan(first_pipe + 1, bw_mbps, rev, q),
-            rule_argv(first_rule, first_pipe, out_if),
-            rule_argv(first_rule + 1, first_pipe + 1, in_if)]
-
-
 def egress_plan(out_if: str, bw_mbps: float, delay_ms: float, queue, rule: int = FIRST_RULE,
                 pipe_id: int = FIRST_PIPE, bdp_bytes: float | None = None, mtu: int = 1500) -> list[list[str]]:
     """One direction: what leaves through out_if gets rate, queue and delay_ms (half the RTT)."""
@@ -161,8 +132,8 @@ def _resolved(queue, bdp_bytes, mtu):
 
 
 def teardown_plan(first_rule: int = FIRST_RULE, first_pipe: int = FIRST_PIPE, count: int = 2) -> list[list[str]]:
-    """Delete exactly the rules, then the pipes, that router_plan (count=2) or egress_plan
-    (count=1) made: rules first, so no packet is sent to a pipe that is gone."""
+    """Delete exactly the rules, then the pipes, that `count` egress plans numbered from
+    first_rule and first_pipe made: rules first, so no packet is sent to a pipe that is gone."""
     rules = [str(first_rule + i) for i in range(count)]
     pipes = [str(first_pipe + i) for i in range(count)]
     return [["ipfw", "-q", "delete", *rules], ["ipfw", "pipe", "delete", *pipes]]
@@ -185,12 +156,6 @@ def sysctl_plan(queue, bdp_bytes: float | None = None, mtu: int = 1500) -> list[
     return plan
 
 
-def check_plan() -> list[list[str]]:
-    """Read-only: the clock tick (1000 wanted for 1 ms delays) and dummynet's presence (the OID
-    exists only with dummynet loaded, so this fails on a router without it)."""
-    return [["sysctl", "-n", "kern.hz"], ["sysctl", "-n", "net.inet.ip.dummynet.pipe_byte_limit"]]
-
-
 def hz_problem(kern_hz: str) -> str | None:
     """Why this router's clock cannot give the delays asked for, or None."""
     hz = int(kern_hz.strip())
@@ -198,6 +163,44 @@ def hz_problem(kern_hz: str) -> str | None:
         return (f"kern.hz = {hz}: dummynet delays are rounded to {1000 / hz:g} ms ticks; "
                 "set kern.hz=1000 in /boot/loader.conf")
     return None
+
+
+# -- readiness: what `longhaul check --inventory` runs on a FreeBSD router, and how it reads ------
+
+_KLD_SH = r"""for m in ipfw dummynet; do
+  if kldstat -q -m "$m"; then echo "$m loaded"
+  elif [ -e "/boot/kernel/$m.ko" ]; then echo "$m loadable"; else echo "$m missing"; fi
+done
+echo "hz $(sysctl -n kern.hz)" """
+
+
+def read_dummynet(done) -> tuple[str, str]:
+    found = kernel_lines(done.stdout)
+    statuses, parts = [], []
+    for module in ("ipfw", "dummynet"):
+        state = found.get(module, "missing")
+        statuses.append({"loaded": OK, "loadable": WARN}.get(state, FAIL))
+        parts.append(f"{module} {state}" + (f" (kldload {module})" if state == "loadable" else ""))
+    hz = found.get("hz", "")
+    if hz.isdigit():
+        problem = hz_problem(hz)
+        statuses.append(WARN if problem else OK)
+        parts.append(problem or f"kern.hz={hz}")
+    return worst(statuses), ", ".join(parts)
+
+
+def read_link(done, rate: float) -> tuple[str, str]:
+    """ifconfig's media and status lines of a lab interface against the inventory's rate_mbps."""
+    if done.returncode != 0:
+        return FAIL, "no such interface on this host: " + first_line(done.stderr)
+    media = re.search(r"media:.*?\((\d+)(G?)base", done.stdout)
+    status = re.search(r"status:\s*(.+)", done.stdout)
+    state = status.group(1).strip() if status else None
+    state = {"active": "up", "no carrier": "down"}.get(state, state)
+    if media:
+        speed = float(media.group(1)) * (1000 if media.group(2) else 1)
+        return rate_verdict(speed, rate, state)
+    return WARN, f"speed unknown (no media line); inventory {rate:g} Mb/s"
 
 
 PIPES_MARK = "--- pipes"
@@ -217,9 +220,21 @@ class FreeBSDIpfw:
     and the pipe are numbers FIRST_RULE and FIRST_PIPE, removed by number at teardown."""
 
     name = "freebsd"
+    uname = "FreeBSD"
+    end_hosts = False        # routers only: senders and receivers are Linux
+    tools = ("ipfw", "sysctl")
     delays_itself = True
     sets_offloads = False    # FreeBSD's are ifconfig flags: left as found, said in the record
     meter_sh = f"ipfw pipe show {FIRST_PIPE}"
+
+    def kernel_check(self) -> OsCheck:
+        return OsCheck("dummynet", ("sh", "-c", _KLD_SH), read_dummynet)
+
+    def link_check(self, ifname: str, rate_mbps: float) -> OsCheck:
+        return OsCheck(f"link {ifname}", ("ifconfig", ifname), partial(read_link, rate=rate_mbps))
+
+    def pci_check(self, pci: str) -> OsCheck | None:
+        return None              # no sysfs: a FreeBSD router's PCI addresses are not checked
 
     def sysctls(self, shape: DirectionShape) -> dict[str, str]:
         return dict(argv[1].split("=", 1) for argv in sysctl_plan(str(shape.queue_bytes), mtu=shape.mtu))

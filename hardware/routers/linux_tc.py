@@ -10,10 +10,23 @@ userspace delay line on NFQUEUE (hardware/delayline/helper.py) and tc only limit
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from functools import partial
 
 from longhaul.core.shaping import tbf_burst
 from longhaul.hardware.tuning import router_sysctls, sysctl_argv
+from longhaul.hardware.verdicts import (
+    FAIL,
+    KERNEL_SH,
+    OK,
+    WARN,
+    OsCheck,
+    kernel_feature,
+    kernel_lines,
+    rate_verdict,
+    worst,
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,53 @@ def tbf_counters(text: str) -> tuple[int, int, int] | None:
     return None
 
 
+# -- readiness: what `longhaul check --inventory` runs on a Linux host, and how it reads ----------
+
+QDISCS = (("tbf", True), ("netem", False), ("htb", False))   # (qdisc, required); netem: else the delay line
+_LINK_SH = 'cd "/sys/class/net/$1" 2>/dev/null || { echo absent; exit 1; }; cat operstate; cat speed 2>&1; exit 0'
+_PCI_SH = r"""d="/sys/bus/pci/devices/$1"; [ -e "$d" ] || { echo absent; exit 1; }
+if [ -e "$d/driver" ]; then basename "$(readlink "$d/driver")"; else echo none; fi"""
+
+
+def read_qdiscs(done, qdiscs=QDISCS) -> tuple[str, str]:
+    found = kernel_lines(done.stdout)
+    statuses, parts = [], []
+    for name, required in qdiscs:
+        state, words = kernel_feature(found.get(name, "unknown"))
+        if state == "available":
+            statuses.append(OK)
+        elif state == "loadable":
+            statuses.append(OK)               # tc loads sch_* modules by itself when run as root
+        elif state == "missing":
+            statuses.append(FAIL if required else WARN)
+        else:
+            statuses.append(WARN)
+        note = "" if required or state in ("available", "loadable") else \
+            (" (the delay then comes from the userspace delay line)" if name == "netem" else " (optional)")
+        parts.append(f"{name}: {words}{note}")
+    return worst(statuses), "; ".join(parts)
+
+
+def read_link(done, rate: float) -> tuple[str, str]:
+    """sysfs's operstate and speed of a lab interface against the inventory's rate_mbps."""
+    lines = [ln.strip() for ln in done.stdout.splitlines()]
+    if done.returncode != 0 or not lines or lines[0] == "absent":
+        return FAIL, "no such interface on this host"
+    state = lines[0]
+    speed = lines[1] if len(lines) > 1 else ""
+    if re.match(r"^\d+$", speed) and int(speed) > 0:
+        return rate_verdict(float(speed), rate, state)
+    why = "virtual NIC or link down" if speed == "-1" or "Invalid argument" in speed else speed or "no speed"
+    return WARN, f"speed unknown ({why}); link {state}; inventory {rate:g} Mb/s"
+
+
+def read_pci(done) -> tuple[str, str]:
+    text = done.stdout.strip()
+    if done.returncode != 0 or text == "absent" or not text:
+        return FAIL, "no PCI device at this address (lspci -D lists the host's)"
+    return OK, "present, " + ("no driver bound" if text == "none" else f"driver {text}")
+
+
 # What a kernel attaches by itself (handle 0:); anything else on a router is someone's config.
 DEFAULT_QDISCS = ("noqueue", "pfifo_fast", "mq", "fq_codel", "fq", "pfifo", "cake")
 
@@ -76,9 +136,22 @@ class LinuxTc:
     port, netem for the delay where the kernel has it (else the delay line on NFQUEUE)."""
 
     name = "linux"
+    uname = "Linux"
+    end_hosts = True         # senders and receivers run it too
+    tools = ("ip", "tc")
     delays_itself = False
     sets_offloads = True     # ethtool on its lab interfaces, like an end host
     meter_sh = 'tc -s -j qdisc show dev "$1"'
+
+    def kernel_check(self) -> OsCheck:
+        names = tuple(q for q, _ in QDISCS)
+        return OsCheck("qdiscs", ("sh", "-c", KERNEL_SH, "sh", "sch", "NET_SCH", *names), read_qdiscs)
+
+    def link_check(self, ifname: str, rate_mbps: float) -> OsCheck:
+        return OsCheck(f"link {ifname}", ("sh", "-c", _LINK_SH, "sh", ifname), partial(read_link, rate=rate_mbps))
+
+    def pci_check(self, pci: str) -> OsCheck | None:
+        return OsCheck(f"pci {pci}", ("sh", "-c", _PCI_SH, "sh", pci.lower()), read_pci)
 
     def sysctls(self, shape: DirectionShape) -> dict[str, str]:
         return router_sysctls()

@@ -27,6 +27,7 @@ from longhaul.core.paths import REPO
 from longhaul.core.tomlsource import load
 from longhaul.core.validation import validate
 from longhaul.hardware.executors.ssh import SshExecutor
+from longhaul.hardware.routers.registry import ROUTERS
 
 ROLES = ("sender", "receiver", "router", "generator", "controller")
 # lspci/sysfs form domain:bus:device.function, as DPDK's dpdk-devbind and EAL -a expect it
@@ -76,7 +77,7 @@ class Interface(Strict):
 class Host(Strict):
     name: str = Field(pattern=NAME)
     role: Literal["sender", "receiver", "router", "generator", "controller"]
-    os: Literal["linux", "freebsd"] = "linux"
+    os: str = "linux"                          # a host OS module: hardware/routers/registry.py
     management: str                            # what SSH connects to: an address or a DNS name
     ssh_user: str | None = Field(None, pattern=_USER)    # default: [inventory] ssh_user
     ssh_key: str | None = None                           # default: [inventory] ssh_key
@@ -86,6 +87,13 @@ class Host(Strict):
     # interfaces with a pci are TRex's ports 0, 1, ... in this order, as in its trex_cfg.yaml
     trex_path: str | None = Field(None, pattern=r"^/[^\s\"]*$")
     description: str = ""
+
+    @field_validator("os")
+    @classmethod
+    def _known_os(cls, value: str) -> str:
+        if value not in ROUTERS:         # read at validation: a new OS module is one registry entry
+            raise ValueError(" or ".join(repr(name) for name in ROUTERS))
+        return value
 
     @field_validator("management")
     @classmethod
@@ -246,10 +254,11 @@ class Inventory(Strict):
                 problems.append((("hosts", i, "management"), host.management,
                                  f"a management address used once (hosts[{mgmt[key][1]}] has it)"))
             mgmt.setdefault(key, ("hosts", i))
-            if host.os == "freebsd" and host.role != "router":
-                # end hosts are tuned with Linux sysctls (hardware/tuning.py); FreeBSD runs Dummynet
+            if not ROUTERS[host.os].end_hosts and host.role != "router":
+                # end hosts are tuned with Linux sysctls (hardware/tuning.py)
+                hosts_ok = ", ".join(repr(n) for n, o in ROUTERS.items() if o.end_hosts)
                 problems.append((("hosts", i, "os"), host.os,
-                                 "'linux'; os = 'freebsd' is supported for routers only (Dummynet)"))
+                                 f"{hosts_ok}; os = '{host.os}' is supported for routers only"))
             if host.role != "controller" and self.ssh_key(host) is None:
                 problems.append((("hosts", i, "ssh_key"), None,
                                  "a private key file: here or as [inventory] ssh_key (keys only, no passwords)"))

@@ -14,6 +14,7 @@ from longhaul.hardware.backends.ssh.host_checks import check_host
 from longhaul.hardware.delayline import helper as delayline
 from longhaul.hardware.executors.process import ProcessTable
 from longhaul.hardware.routers.registry import ROUTERS
+from longhaul.hardware.verdicts import KERNEL_SH, kernel_feature, kernel_lines
 
 ALLOWED_CCAS = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
 AVAILABLE_CCAS = "/proc/sys/net/ipv4/tcp_available_congestion_control"
@@ -67,15 +68,10 @@ def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
     executor = inventory.executor(host.name, ProcessTable(), via=via)
     problems: list[str] = []
     if host.role == "router":
-        if host.os not in ROUTERS:
-            why = (f"{host.name}: os = '{host.os}': no router support for it in this build "
-                   f"(router OSes: {', '.join(ROUTERS)})")
-            return HostFacts(host.name, host.role), [why]
         if ROUTERS[host.os].delays_itself:     # Dummynet: readiness's dummynet row has checked it
             return HostFacts(host.name, host.role), []
-        done = executor.run(["sh", "-c", readiness._KERNEL_SH, "sh", "sch", "NET_SCH", "netem"], check=False)
-        evidence = readiness._kernel_lines(done.stdout).get("netem", "unknown")
-        netem = readiness.kernel_feature(evidence)[0] in ("available", "loadable")
+        done = executor.run(["sh", "-c", KERNEL_SH, "sh", "sch", "NET_SCH", "netem"], check=False)
+        netem = kernel_feature(kernel_lines(done.stdout).get("netem", "unknown"))[0] in ("available", "loadable")
         if not netem:
             helper = str(delayline.helper_path())
             need = executor.run(["sh", "-c", readiness._TOOLS_SH, "sh", "iptables", helper], check=False).stdout.split()

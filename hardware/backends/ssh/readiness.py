@@ -18,56 +18,38 @@ using; `longhaul run` still finds out for sure when it shapes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from longhaul.drivers.trex_stl import API_SUBDIR, RPC_PORT
-
-OK, WARN, FAIL = "ok", "warn", "fail"
-_RANK = {OK: 0, WARN: 1, FAIL: 2}
+from longhaul.hardware.routers.registry import ROUTERS
+from longhaul.hardware.verdicts import (
+    FAIL,
+    KERNEL_SH,
+    OK,
+    WARN,
+    OsCheck,
+    first_line,
+    kernel_feature,
+    kernel_lines,
+    worst,
+)
 
 END_HOST_TOOLS = ("iperf3", "fping", "python3", "ss")   # the probe, the default tool, readiness
-ROUTER_TOOLS = {"linux": ("ip", "tc"), "freebsd": ("ipfw", "sysctl")}
 CONTROLLER_TOOLS = ("ssh",)
 GENERATOR_TOOLS = ("python3", "ss")        # TRex's STL client runs there; ss sees its RPC port
 DEFAULT_CCAS = ("cubic", "bbr")            # looked for when no profile says: missing ones only warn
-QDISCS = (("tbf", True), ("netem", False), ("htb", False))   # (qdisc, required); netem: else the delay line
 WARN_OFFSET_S = 0.010
 FAIL_OFFSET_S = 1.0
 
 _TOOLS_SH = 'for t; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
-# One line per name: "<name> loaded | builtin | module <path> | config <line> | config none |
-# unknown <modinfo's complaint>". $1: module prefix (sch, tcp), $2: config symbol prefix.
-_KERNEL_SH = r"""kind=$1; sym=$2; shift 2
-rel=$(uname -r)
-if [ -r /proc/config.gz ]; then cfg=$(zcat /proc/config.gz 2>/dev/null)
-elif [ -r "/boot/config-$rel" ]; then cfg=$(cat "/boot/config-$rel"); else cfg=; fi
-for n; do
-  m="${kind}_$n"
-  if grep -qs "^$m " /proc/modules; then echo "$n loaded"; continue; fi
-  if grep -qs "/$m\.ko" "/lib/modules/$rel/modules.builtin"; then echo "$n builtin"; continue; fi
-  if p=$(modinfo -n "$m" 2>/dev/null); then echo "$n module $p"; continue; fi
-  if [ -n "$cfg" ]; then
-    u=$(echo "$n" | tr a-z A-Z)
-    line=$(printf '%s\n' "$cfg" | grep -E "^(# )?CONFIG_${sym}_${u}( is not set|=)" | head -n 1)
-    echo "$n config ${line:-none}"; continue
-  fi
-  echo "$n unknown $(modinfo -n "$m" 2>&1 | head -n 1)"
-done"""
-_CCA_SH = "cat /proc/sys/net/ipv4/tcp_available_congestion_control || exit 1\n" + _KERNEL_SH
+_CCA_SH = "cat /proc/sys/net/ipv4/tcp_available_congestion_control || exit 1\n" + KERNEL_SH
 _CLOCK_SH = r"""if command -v timedatectl >/dev/null 2>&1; then
   printf 'timedatectl '; timedatectl show -p NTPSynchronized --value 2>&1 | head -n 1; fi
 if command -v chronyc >/dev/null 2>&1; then
   printf 'chronyc '; chronyc -n tracking 2>&1 | grep -E 'Leap status|Cannot|506|refused' | head -n 1; echo; fi
 if command -v ntpq >/dev/null 2>&1; then printf 'ntpq '; ntpq -c rv 2>&1 | head -n 1; fi
 exit 0"""
-_LINK_SH = 'cd "/sys/class/net/$1" 2>/dev/null || { echo absent; exit 1; }; cat operstate; cat speed 2>&1; exit 0'
-_PCI_SH = r"""d="/sys/bus/pci/devices/$1"; [ -e "$d" ] || { echo absent; exit 1; }
-if [ -e "$d/driver" ]; then basename "$(readlink "$d/driver")"; else echo none; fi"""
-_KLD_SH = r"""for m in ipfw dummynet; do
-  if kldstat -q -m "$m"; then echo "$m loaded"
-  elif [ -e "/boot/kernel/$m.ko" ]; then echo "$m loadable"; else echo "$m missing"; fi
-done
-echo "hz $(sysctl -n kern.hz)" """
 # A generator's TRex tree ($1) and its server: the binary, the STL client library, the RPC port
 _TREX_SH = rf"""root=$1
 if [ -x "$root/t-rex-64" ]; then echo "server present"; else echo "server missing"; fi
@@ -85,6 +67,7 @@ class Check:
     argv: tuple[str, ...] = ()
     params: tuple = ()          # what the interpreter compares against
     local: bool = False         # runs on the controller itself (no SSH)
+    reader: Callable | None = field(default=None, compare=False)   # kind "os": the OS module's reader
 
 
 @dataclass(frozen=True)
@@ -111,24 +94,26 @@ def reach_check() -> Check:
     return Check("reachable", "reach", ("uname", "-sr"))
 
 
+def _own(check: OsCheck) -> Check:
+    """A check the host's OS module made (hardware/routers/): it reads its own output."""
+    return Check(check.name, "os", check.argv, reader=check.read)
+
+
 def host_checks(host, wants: Wants = Wants()) -> list[Check]:
     """The checks after reach_check() for one inventory host, by role and OS."""
     if host.role == "controller":
         return [Check("tools", "tools", ("sh", "-c", _TOOLS_SH, "sh", *CONTROLLER_TOOLS), CONTROLLER_TOOLS, True),
                 Check("clock sync", "clock", ("sh", "-c", _CLOCK_SH), (), True)]
-    linux = host.os == "linux"
+    system = ROUTERS[host.os]
     if host.role == "router":
-        tools = ROUTER_TOOLS[host.os]
+        tools = system.tools
     elif host.role == "generator":
         tools = GENERATOR_TOOLS
     else:
         tools = tuple(dict.fromkeys(END_HOST_TOOLS + wants.tools))
     checks = [Check("tools", "tools", ("sh", "-c", _TOOLS_SH, "sh", *tools), tools)]
-    if host.role == "router" and linux:
-        names = tuple(q for q, _ in QDISCS)
-        checks.append(Check("qdiscs", "qdiscs", ("sh", "-c", _KERNEL_SH, "sh", "sch", "NET_SCH", *names), QDISCS))
-    elif host.role == "router":
-        checks.append(Check("dummynet", "dummynet", ("sh", "-c", _KLD_SH)))
+    if host.role == "router":
+        checks.append(_own(system.kernel_check()))
     if host.role == "sender":
         required = bool(wants.ccas)
         ccas = wants.ccas or DEFAULT_CCAS
@@ -142,26 +127,16 @@ def host_checks(host, wants: Wants = Wants()) -> list[Check]:
     checks.append(Check("clock sync", "clock", ("sh", "-c", _CLOCK_SH)))
     checks.append(Check("clock offset", "offset", ("sh", "-c", CLOCK_LOOP_SH)))
     for iface in host.interfaces:
+        pci = system.pci_check(iface.pci) if iface.pci else None
         if iface.dpdk or (host.role == "generator" and iface.pci):    # DPDK's: maybe no kernel link
-            checks.append(Check(f"pci {iface.pci}", "pci", ("sh", "-c", _PCI_SH, "sh", iface.pci.lower())))
+            checks += [_own(pci)] if pci else []
             continue
-        argv = ("sh", "-c", _LINK_SH, "sh", iface.name) if linux else ("ifconfig", iface.name)
-        checks.append(Check(f"link {iface.name}", "link" if linux else "link_bsd", argv, (iface.rate_mbps,)))
-        if iface.pci and linux:
-            checks.append(Check(f"pci {iface.pci}", "pci", ("sh", "-c", _PCI_SH, "sh", iface.pci.lower())))
+        checks.append(_own(system.link_check(iface.name, iface.rate_mbps)))
+        checks += [_own(pci)] if pci else []
     return checks
 
 
 # -- what the output means --------------------------------------------------------------------
-
-def worst(statuses) -> str:
-    return max(statuses, key=_RANK.__getitem__, default=OK)
-
-
-def _first_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
-
 
 def classify_ssh(stderr: str, returncode: int) -> tuple[str, str] | None:
     """(row, detail) for a failure of SSH itself, None when the remote command ran.
@@ -175,7 +150,7 @@ def classify_ssh(stderr: str, returncode: int) -> tuple[str, str] | None:
     if "Host key verification failed" in text:
         return "host key", "not in known_hosts (add it, or trust_on_first_use = true once)"
     if "Permission denied" in text:
-        return "login", "key refused: " + _first_line(text)
+        return "login", "key refused: " + first_line(text)
     for needle, what in (("Connection refused", "connection refused: nothing listens on the SSH port"),
                          ("timed out", "no answer (timed out)"),
                          ("No route to host", "no route to host"),
@@ -192,7 +167,7 @@ def classify_ssh(stderr: str, returncode: int) -> tuple[str, str] | None:
         # uname and the other probes never exit 255, so this is ssh's own failure with its message
         # lost (seen when a connect to an absent host raced ConnectTimeout on a starved CPU)
         return "reachable", "ssh exited 255 without a message (no answer from the host?)"
-    return "reachable", "ssh failed: " + _first_line(text)
+    return "reachable", "ssh failed: " + first_line(text)
 
 
 def interpret_reach(host, done) -> list[tuple[str, str, str]]:
@@ -208,9 +183,9 @@ def interpret_reach(host, done) -> list[tuple[str, str, str]]:
     rows = [("reachable", OK, f"{host.management}:{host.ssh_port}"), ("host key", OK, "matches known_hosts"),
             ("login", OK, "key accepted")]
     if done.returncode != 0:
-        return rows + [("os", WARN, f"uname failed ({done.returncode}): {_first_line(done.stderr)}")]
+        return rows + [("os", WARN, f"uname failed ({done.returncode}): {first_line(done.stderr)}")]
     system = done.stdout.strip()
-    expected = {"linux": "Linux", "freebsd": "FreeBSD"}[host.os]
+    expected = ROUTERS[host.os].uname
     if not system.startswith(expected):
         return rows + [("os", FAIL, f"{system or 'nothing'}, but the inventory says os = '{host.os}'")]
     return rows + [("os", OK, system)]
@@ -219,65 +194,19 @@ def interpret_reach(host, done) -> list[tuple[str, str, str]]:
 def interpret_tools(done, tools) -> tuple[str, str]:
     missing = [t for t in done.stdout.split() if t in tools]
     if done.returncode != 0 and not missing:
-        return FAIL, f"could not look ({done.returncode}): {_first_line(done.stderr)}"
+        return FAIL, f"could not look ({done.returncode}): {first_line(done.stderr)}"
     if missing:
         return FAIL, "missing: " + " ".join(missing)
     return OK, " ".join(tools)
-
-
-def _kernel_lines(text: str) -> dict[str, str]:
-    out = {}
-    for line in text.splitlines():
-        name, _, rest = line.strip().partition(" ")
-        if name:
-            out[name] = rest.strip()
-    return out
-
-
-def kernel_feature(evidence: str) -> tuple[str, str]:
-    """One probe line's evidence -> (available | loadable | missing | unknown, words)."""
-    kind, _, rest = evidence.partition(" ")
-    if kind == "loaded":
-        return "available", "loaded"
-    if kind == "builtin":
-        return "available", "built in"
-    if kind == "module":
-        return ("available", "built in") if rest == "(builtin)" else ("loadable", f"module {rest}")
-    if kind == "config":
-        if rest.endswith("=y"):
-            return "available", "built in (kernel config)"
-        if rest.endswith("=m"):
-            return "missing", "configured as a module, but no module file is installed"
-        return "missing", "not in this kernel (" + ("not configured" if rest == "none" else rest) + ")"
-    return "unknown", "cannot tell: no module tools and no kernel config" + (f" ({rest})" if rest else "")
-
-
-def interpret_qdiscs(done, qdiscs) -> tuple[str, str]:
-    found = _kernel_lines(done.stdout)
-    statuses, parts = [], []
-    for name, required in qdiscs:
-        state, words = kernel_feature(found.get(name, "unknown"))
-        if state == "available":
-            statuses.append(OK)
-        elif state == "loadable":
-            statuses.append(OK)               # tc loads sch_* modules by itself when run as root
-        elif state == "missing":
-            statuses.append(FAIL if required else WARN)
-        else:
-            statuses.append(WARN)
-        note = "" if required or state in ("available", "loadable") else \
-            (" (the delay then comes from the userspace delay line)" if name == "netem" else " (optional)")
-        parts.append(f"{name}: {words}{note}")
-    return worst(statuses), "; ".join(parts)
 
 
 def interpret_ccas(done, params) -> tuple[str, str]:
     wanted, required = params
     lines = done.stdout.splitlines()
     if done.returncode != 0 or not lines:
-        return FAIL, "cannot read tcp_available_congestion_control: " + _first_line(done.stderr)
+        return FAIL, "cannot read tcp_available_congestion_control: " + first_line(done.stderr)
     available = lines[0].split()
-    found = _kernel_lines("\n".join(lines[1:]))
+    found = kernel_lines("\n".join(lines[1:]))
     statuses, notes = [OK], []
     for cca in wanted:
         if cca in available:
@@ -367,68 +296,6 @@ def clock_offset(samples: list[tuple[float, str, float]]) -> tuple[str, str]:
     return OK, detail
 
 
-def _rate_verdict(speed: float, rate: float, state: str | None) -> tuple[str, str]:
-    detail = f"{speed:g} Mb/s (inventory {rate:g})"
-    if speed < rate:
-        return FAIL, f"{speed:g} Mb/s, slower than the inventory's rate_mbps = {rate:g}"
-    if state is not None and state not in ("up", "unknown"):
-        return WARN, f"{detail}, link {state}"
-    if speed > rate:
-        return WARN, f"{detail}: the NIC is faster than the inventory says; experiments assume {rate:g}"
-    return OK, detail
-
-
-def interpret_link(done, params) -> tuple[str, str]:
-    rate = params[0]
-    lines = [ln.strip() for ln in done.stdout.splitlines()]
-    if done.returncode != 0 or not lines or lines[0] == "absent":
-        return FAIL, "no such interface on this host"
-    state = lines[0]
-    speed = lines[1] if len(lines) > 1 else ""
-    if re.match(r"^\d+$", speed) and int(speed) > 0:
-        return _rate_verdict(float(speed), rate, state)
-    why = "virtual NIC or link down" if speed == "-1" or "Invalid argument" in speed else speed or "no speed"
-    return WARN, f"speed unknown ({why}); link {state}; inventory {rate:g} Mb/s"
-
-
-def interpret_link_bsd(done, params) -> tuple[str, str]:
-    rate = params[0]
-    if done.returncode != 0:
-        return FAIL, "no such interface on this host: " + _first_line(done.stderr)
-    media = re.search(r"media:.*?\((\d+)(G?)base", done.stdout)
-    status = re.search(r"status:\s*(.+)", done.stdout)
-    state = status.group(1).strip() if status else None
-    state = {"active": "up", "no carrier": "down"}.get(state, state)
-    if media:
-        speed = float(media.group(1)) * (1000 if media.group(2) else 1)
-        return _rate_verdict(speed, rate, state)
-    return WARN, f"speed unknown (no media line); inventory {rate:g} Mb/s"
-
-
-def interpret_pci(done) -> tuple[str, str]:
-    text = done.stdout.strip()
-    if done.returncode != 0 or text == "absent" or not text:
-        return FAIL, "no PCI device at this address (lspci -D lists the host's)"
-    return OK, "present, " + ("no driver bound" if text == "none" else f"driver {text}")
-
-
-def interpret_dummynet(done) -> tuple[str, str]:
-    found = _kernel_lines(done.stdout)
-    statuses, parts = [], []
-    for module in ("ipfw", "dummynet"):
-        state = found.get(module, "missing")
-        statuses.append({"loaded": OK, "loadable": WARN}.get(state, FAIL))
-        parts.append(f"{module} {state}" + (f" (kldload {module})" if state == "loadable" else ""))
-    hz = found.get("hz", "")
-    if hz.isdigit():
-        if int(hz) < 1000:
-            statuses.append(WARN)
-            parts.append(f"kern.hz={hz}: delays round to {1000 // int(hz)} ms (dummynet(4): HZ=1000)")
-        else:
-            parts.append(f"kern.hz={hz}")
-    return worst(statuses), ", ".join(parts)
-
-
 def interpret_trex(done, params) -> tuple[str, str]:
     seen = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
     root = params[0]
@@ -446,10 +313,10 @@ def interpret(check: Check, done) -> tuple[str, str]:
     failure = classify_ssh(done.stderr, done.returncode)
     if failure is not None:
         return FAIL, f"{failure[0]}: {failure[1]}"
-    with_params = {"tools": interpret_tools, "qdiscs": interpret_qdiscs, "ccas": interpret_ccas,
-                   "link": interpret_link, "link_bsd": interpret_link_bsd, "name": interpret_name,
-                   "trex": interpret_trex}
-    plain = {"clock": interpret_clock, "pci": interpret_pci, "dummynet": interpret_dummynet}
+    if check.reader is not None:
+        return check.reader(done)
+    with_params = {"tools": interpret_tools, "ccas": interpret_ccas, "name": interpret_name, "trex": interpret_trex}
+    plain = {"clock": interpret_clock}
     if check.kind in with_params:
         return with_params[check.kind](done, check.params)
     if check.kind in plain:
