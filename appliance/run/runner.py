@@ -244,13 +244,14 @@ class Runner:
         workdir.mkdir(parents=True, exist_ok=True)
         self._lab_cleanup = CleanupStack()
         lab = self._session.lab(wanted, f"{tag}{self._labs_built}", self._lab_cleanup, workdir)
-        if lab.record is not None:     # before/applied/after of every host's tuning; "after" comes at teardown
-            store.manifest.setdefault("host_tuning", []).append(lab.record)
         self.progress.message(f"building lab {lab.topo.tag}: {topo.pairs} pair(s), {topo.bottleneck_rate_mbps:g} Mb/s, "
                               f"{topo.rtt_ms:g} ms, queue {topo.queue_bytes} B, delay by {self._session.features.delay}")
         self._lab, self._lab_key = lab, lab_key(spec)
-        with self.phases("lab build"):
-            lab.build()
+        try:
+            with self.phases("lab build"):
+                lab.build()
+        finally:
+            self._write_tuning(lab)
         with self.phases("fingerprint"):
             self._take_fingerprint(lab, store, workdir.name)
         self._start_telegraf(lab, store, workdir)
@@ -287,7 +288,20 @@ class Runner:
                 failures = self._lab_cleanup.close()
             if failures:                   # the hosts may not be as found: say so loudly
                 log.error("lab teardown problems: %s", "; ".join(map(str, failures)))
+            if self._lab is not None:
+                self._write_tuning(self._lab)
         self._lab, self._lab_key, self._lab_cleanup = None, None, None
+
+    def _write_tuning(self, lab) -> None:
+        """What the lab changed on hosts that are not its own (before and applied once built,
+        after once torn down: the manifest's host_tuning), stored through the writer at once, so
+        the mirrors see it too."""
+        if lab.record is None or self.store is None:
+            return
+        records = list(self.store.manifest.get("host_tuning", []))
+        if not any(r is lab.record for r in records):
+            records.append(lab.record)
+        self.store.update_manifest(host_tuning=records)
 
 
 def _file_handler(path: Path) -> logging.Handler:
