@@ -225,3 +225,14 @@ def test_a_trialless_run_is_a_run_directory(tmp_path):
     loaded = load_store(run_dir)
     assert loaded.status == "complete" and loaded.entries == [] and loaded.manifest["kind"] == "ops-evaluation"
     assert loaded.manifest["finished"] and loaded.manifest["config"] == {"w": 10}
+
+
+def test_a_misspelt_record_key_fails_where_the_record_is_made():
+    """Verification and trials build their records with keyword arguments: a misspelt key is an
+    error at once, where reading a stored document (from_dict) keeps unknown keys as `extra`."""
+    from longhaul.collectors.store.records import TrialSummary, Verification
+    with pytest.raises(TypeError, match="rtt_msec"):
+        Verification(ok=True, rtt_msec=20.0)
+    with pytest.raises(TypeError, match="statsu"):
+        TrialSummary(trial=1, statsu="ok")
+    assert Verification.from_dict({"ok": True, "rtt_msec": 20.0}).extra == {"rtt_msec": 20.0}

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from longhaul.collectors.store.records import TrialSummary, Verification
 from longhaul.drivers.patterns import span
 
 
@@ -59,31 +60,29 @@ class Progress:
         params = ", ".join(f"{k}={v}" for k, v in spec.params.items())
         self.console.print(f"[{index}/{len(self._jobs)}] {spec.id}: {params}")
 
-    def verified(self, verification: dict) -> None:
-        rtt, rate = verification["rtt_ms"], verification["rate_mbps"]
-        flag = "ok" if verification["ok"] else "REFUSED: " + "; ".join(verification["problems"])
-        steal = verification.get("host_cpu_steal_pct")
-        if steal:
-            flag += f" (host CPU steal {steal:g} %)"
-        shared = f" (the lab as verified for {verification['shared_from']}, its RTT re-checked)" \
-            if verification.get("shared_from") else ""
-        self.console.print(f"  lab: RTT {_fmt(rtt['measured'])} ms (configured {rtt['configured']:g}), "
-                           f"rate {_fmt(rate['measured'])} Mb/s (configured {rate['configured']:g}): {flag}{shared}")
+    def verified(self, verification: Verification) -> None:
+        rtt, rate = verification.rtt_ms, verification.rate_mbps
+        flag = "ok" if verification.ok else "REFUSED: " + "; ".join(verification.problems)
+        if verification.host_cpu_steal_pct:
+            flag += f" (host CPU steal {verification.host_cpu_steal_pct:g} %)"
+        shared = f" (the lab as verified for {verification.shared_from}, its RTT re-checked)" \
+            if verification.shared_from else ""
+        self.console.print(f"  lab: RTT {_fmt(rtt.measured)} ms (configured {rtt.configured:g}), "
+                           f"rate {_fmt(rate.measured)} Mb/s (configured {rate.configured:g}): {flag}{shared}")
 
     def start_trial(self, trial: int, repeats: int) -> None:
         self._trial = (trial, repeats)
         self._trial_started = time.monotonic()
 
-    def end_trial(self, trial: dict) -> None:
+    def end_trial(self, trial: TrialSummary) -> None:
         elapsed = time.monotonic() - self._trial_started
         planned = planned_trial_s(self._spec)
         self._overhead_s = 0.5 * self._overhead_s + 0.5 * max(0.0, elapsed - planned)
         self._remaining_s = max(0.0, self._remaining_s - planned)
-        flows = ", ".join(f"{f['name']} {_fmt(f['mean_mbps'])} Mb/s" for f in trial["flows"])
-        jain = trial.get("jain")
-        self.console.print(f"  trial {trial['trial']}: {trial['status']}: {flows}"
-                           + (f", Jain {jain:.3f}" if jain is not None else "")
-                           + (f" ({trial['error']})" if trial.get("error") else ""))
+        flows = ", ".join(f"{f.name} {_fmt(f.mean_mbps)} Mb/s" for f in trial.flows)
+        self.console.print(f"  trial {trial.trial}: {trial.status}: {flows}"
+                           + (f", Jain {trial.jain:.3f}" if trial.jain is not None else "")
+                           + (f" ({trial.error})" if trial.error else ""))
 
     def tick(self, elapsed: float, flows: dict, rtt_ms: float | None) -> None:
         if self._live:

@@ -177,7 +177,7 @@ class Runner:
                               self.choosers(spec) if self.choosers else None, phases=self.phases)
             with self.phases("trial store"):
                 store.record_trial(entry, trial)
-            self.progress.end_trial(trial.to_dict())
+            self.progress.end_trial(trial)
             if not trial.ok:
                 self.failed_cells.add(spec.id)
             remaining[spec.id] -= 1
@@ -217,12 +217,12 @@ class Runner:
                 if not known:
                     mine = shared(build[3], build[2], rtts, spec.cell.probe.pair)
                     store.record_verification(entry, mine)
-                    self.progress.verified(mine.to_dict())
+                    self.progress.verified(mine)
                 self._verified_in[spec.id] = self._labs_built
                 return True
-        verification = Verification.from_dict(verify(lab, spec, settings, store.cell_dir(spec.id), self.phases))
+        verification = verify(lab, spec, settings, store.cell_dir(spec.id), self.phases)
         store.record_verification(entry, verification)
-        self.progress.verified(verification.to_dict())
+        self.progress.verified(verification)
         if not verification.ok:
             self.failed_cells.add(spec.id)
             store.end_cell(entry, "refused", "; ".join(verification.problems))

@@ -46,7 +46,7 @@ from longhaul.collectors.store.format import (
     THROUGHPUT_COLUMNS,
     THROUGHPUT_CSV,
 )
-from longhaul.collectors.store.records import TrialSummary
+from longhaul.collectors.store.records import CollectorCounts, FlowResult, RttStats, TrialSummary
 from longhaul.core.tables import write_csv
 from longhaul.drivers import ccashim
 from longhaul.drivers.patterns import Burst, bursts, span
@@ -443,7 +443,7 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, meter, idle_rtt_
     if above:       # a measurement or lab fault, never a result (docs/results-format.md)
         log.warning("trial %d of %s: %d seconds above the bottleneck's payload ceiling, worst %.1f Mb/s at %d s",
                     trial_no, spec.id, len(above), max(v for _, v in above), max(above, key=lambda a: a[1])[0])
-    flows = [{**_flow_summary(run), "observed_cca": _observed_cca(sampler.samples, run.flow.name)} for run in runs]
+    flows = [FlowResult(**_flow_summary(run), observed_cca=_observed_cca(sampler.samples, run.flow.name)) for run in runs]
     ctrl = control_sockets(sampler.samples)
     data_samples = [s for s in sampler.samples if (s.sock.src, s.sock.sport) not in ctrl]
     tcp_rows = [s.row() for s in data_samples]
@@ -462,17 +462,16 @@ def _summarise(spec, runs, trial_no, trial_dir, probe, sampler, meter, idle_rtt_
     if decisions:
         write_csv(trial_dir / DECISIONS_CSV, DECISIONS_COLUMNS, decisions)
     errors = trial_errors + [f"{r.flow.name}: {e}" for r in runs for e in r.errors]
-    return TrialSummary.from_dict({
-        "trial": trial_no, "status": "failed" if errors else "ok", "error": "; ".join(errors) or None,
-        "started": started, "duration_s": round(duration, 3),
-        "flows": flows,
-        "jain": jain(f["mean_mbps"] for f in flows) if not errors else None,
-        "rtt": rtt_stats((s.rtt_ms for s in probe.samples), idle_rtt_ms),
-        "collector": {"socket_samples": len(sampler.samples), "sampler_ticks": sampler.ticks,
-                      "rtt_rounds": len(probe.samples), "arrival_samples": sum(map(len, meter.series.values())),
-                      "seconds_above_ceiling": len(above), "rtt_rounds_below_floor": low_rounds,
-                      "tcpinfo_samples_below_floor": low_sockets},
-    })
+    # keyword arguments all the way: a misspelt key fails here, where the record is made
+    return TrialSummary(
+        trial=trial_no, status="failed" if errors else "ok", error="; ".join(errors) or None,
+        started=started, duration_s=round(duration, 3), flows=flows,
+        jain=jain(f.mean_mbps for f in flows) if not errors else None,
+        rtt=RttStats(**rtt_stats((s.rtt_ms for s in probe.samples), idle_rtt_ms)),
+        collector=CollectorCounts(socket_samples=len(sampler.samples), sampler_ticks=sampler.ticks,
+                                  rtt_rounds=len(probe.samples), arrival_samples=sum(map(len, meter.series.values())),
+                                  seconds_above_ceiling=len(above), rtt_rounds_below_floor=low_rounds,
+                                  tcpinfo_samples_below_floor=low_sockets))
 
 
 def _observed_cca(samples, flow: str) -> list[str] | None:

@@ -30,7 +30,7 @@ from longhaul.appliance.run.phases import Phases
 from longhaul.collectors.live.host_cpu import StealMeter
 from longhaul.collectors.live.shaper_meter import ShaperMeter, backlogged_rate, saturated_windows
 from longhaul.collectors.store.format import CALIBRATION_LABEL
-from longhaul.collectors.store.records import PathRtt, Verification
+from longhaul.collectors.store.records import Measure, PathRtt, RateMeasure, Setting, Tolerance, Verification
 from longhaul.drivers import iperf3, ss
 from longhaul.drivers.tool import listening_ports
 from longhaul.hardware.executors.process import CommandError, wait_until
@@ -61,17 +61,16 @@ def ramp_limit_s(rtt_ms: float) -> float:
     return max(2.0, 24 * rtt_ms / 1000.0)
 
 
-def verify(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, phases: Phases) -> dict:
+def verify(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, phases: Phases) -> Verification:
     """Measure, and measure again up to `attempts` times after a growing pause: a busy or stalled
     host (this VM's timers at times fire 100 ms late) can starve the shaper and the delay line for
     a while, and one unlucky probe should not refuse a lab that is right."""
-    result = {}
+    result = Verification()
     for attempt in range(1, settings.attempts + 1):
         if attempt > 1:
             time.sleep(settings.retry_pause_s * (attempt - 1))
-        result = verify_once(lab, spec, settings, out_dir, phases)
-        result["attempt"] = attempt
-        if result["ok"]:
+        result = dataclasses.replace(verify_once(lab, spec, settings, out_dir, phases), attempt=attempt)
+        if result.ok:
             break
     return result
 
@@ -113,7 +112,7 @@ def shared(verification: Verification, cell_id: str, rtts: dict[int, IdleRtt | N
                for k, v in rtts.items()})
 
 
-def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, phases: Phases) -> dict:
+def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, phases: Phases) -> Verification:
     topo = spec.cell.topology
     pair = spec.cell.probe.pair
     problems = []
@@ -144,19 +143,18 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, pha
     if problems and steal.percent is not None and steal.percent >= STARVED_STEAL_PCT:
         problems.append(f"the hypervisor took {steal.percent:g} % of this machine's CPU time during the probe: "
                         "an oversubscribed host, not the lab configuration, is the likely cause")
-    return {
-        "ok": not problems, "problems": problems, "host_cpu_steal_pct": steal.percent,
-        "tolerance": {"rtt_ms": round(rtt_tol, 3), "rate_mbps": round(rate_tol, 3)},
-        "rtt_ms": {"configured": topo.rtt_ms, "measured": measured_rtt},
-        "rate_mbps": {"configured": topo.bottleneck_rate_mbps, "measured": measured_rate, "goodput": goodput},
-        "queue_bytes": {"configured": topo.queue_bytes},
-        "method": {"rtt": "every pair: median of 3 rounds of 10 ICMP echoes 1 ms apart, timed by kernel receive "
-                          "stamps; its least echo against the configured propagation delay",
-                   "rate": f"shaper byte counter under {streams} {PROBE_CCA} streams, median over saturated 1 s windows"},
-        "pairs": {str(k): {"median_ms": v.median_ms if v else None, "min_ms": v.min_ms if v else None}
-                  for k, v in rtts.items()},
-        "rtt_floor_ms": round(floor_limit(topo.rtt_ms), 4),
-    }
+    return Verification(
+        ok=not problems, problems=problems, host_cpu_steal_pct=steal.percent,
+        tolerance=Tolerance(rtt_ms=round(rtt_tol, 3), rate_mbps=round(rate_tol, 3)),
+        rtt_ms=Measure(configured=topo.rtt_ms, measured=measured_rtt),
+        rate_mbps=RateMeasure(configured=topo.bottleneck_rate_mbps, measured=measured_rate, goodput=goodput),
+        queue_bytes=Setting(configured=topo.queue_bytes),
+        method={"rtt": "every pair: median of 3 rounds of 10 ICMP echoes 1 ms apart, timed by kernel receive "
+                       "stamps; its least echo against the configured propagation delay",
+                "rate": f"shaper byte counter under {streams} {PROBE_CCA} streams, median over saturated 1 s windows"},
+        pairs={str(k): PathRtt(median_ms=v.median_ms if v else None, min_ms=v.min_ms if v else None)
+               for k, v in rtts.items()},
+        rtt_floor_ms=round(floor_limit(topo.rtt_ms), 4))
 
 
 def measure_rate(lab, rtt_ms: float, saturated_s: float, out_dir: Path, streams: int = MIN_STREAMS
