@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -266,8 +267,9 @@ def test_ops_record_and_run_on_the_vm_lab(vm_run, tmp_path):
         cls, _, _, _, rtt = line.split(",")
         rows.setdefault(cls, []).append(float(rtt))
     assert sorted(rows) == ["cubic", "none"] and all(len(v) >= 9 for v in rows.values()), rows
-    idle, busy = (sum(v) / len(v) for v in (rows["none"], rows["cubic"]))
-    assert 15 <= idle <= 32, idle                    # the 20 ms path and the emulated hops
+    # medians: one round stalled by the emulation (148 ms among 21-22.5 ms rounds) must not decide
+    idle, busy = (statistics.median(v) for v in (rows["none"], rows["cubic"]))
+    assert 19.7 <= idle <= 32, idle                  # the 20 ms path (never below it) and the emulated hops
     assert busy >= idle + 5, (idle, busy)            # a CUBIC background fills part of the 40 ms queue
     assert set(_namespaces()) <= before
 
