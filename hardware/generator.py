@@ -18,6 +18,7 @@ from pydantic import Field
 
 from longhaul.core.errors import SettingError
 from longhaul.core.model import Strict
+from longhaul.drivers.tool import listening
 from longhaul.drivers.trex_stl import API_SUBDIR, RPC_PORT, server_argv
 from longhaul.hardware.executors.process import Executor, Process, wait_until
 
@@ -76,7 +77,7 @@ def platform_config(ports: list[TrexPort]) -> str:
 
 
 def rpc_listening(executor: Executor) -> bool:
-    out = executor.run(["ss", "-lntH", "sport", "=", f":{RPC_PORT}"], check=False)
+    out = executor.run(listening(RPC_PORT), check=False)
     return out.returncode == 0 and bool(out.stdout.strip())
 
 

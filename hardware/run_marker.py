@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from longhaul.hardware.executors.process import ProcessTable, end_pids, start_ticks
@@ -38,6 +39,16 @@ def unregister(tag: str, procs: ProcessTable | None = None) -> None:
         procs.journal = None
     (STATE_DIR / f"{tag}.json").unlink(missing_ok=True)
     _journal(tag).unlink(missing_ok=True)
+
+
+@contextmanager
+def marked(tag: str, run_dir: Path, procs: ProcessTable):
+    """A session's span: the run marked and its processes journaled, unmarked however it ends."""
+    register(tag, run_dir, procs)
+    try:
+        yield
+    finally:
+        unregister(tag, procs)
 
 
 def alive(pid: int) -> bool:

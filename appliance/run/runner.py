@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import NamedTuple
 
 from longhaul.appliance.config.load import Config
 from longhaul.appliance.config.profiles import CellSpec
@@ -49,6 +50,14 @@ def _offloads(spec: CellSpec) -> tuple[tuple[str, bool], ...]:
     return tuple(sorted(spec.cell.tuning.offloads.items()))
 
 
+class BuildVerified(NamedTuple):
+    """A lab build's full verification, which later cells on that build share."""
+    build: int               # the runner's count of labs built
+    calibration: bool        # made for a calibration cell (its rate is not checked)
+    cell_id: str
+    record: Verification
+
+
 class Runner:
     def __init__(self, config: Config, progress, out_root: Path | None = None, resume: FileRunWriter | None = None,
                  choosers: Callable[[CellSpec], dict[str, Chooser]] | None = None):
@@ -67,8 +76,7 @@ class Runner:
         self._lab_cleanup: CleanupStack | None = None
         self._labs_built = 0
         self._verified_in: dict[str, int] = {}   # cell id -> the lab build it was verified in
-        # the current lab build's full verification: (build, calibration cell, cell id, record)
-        self._build_verified: tuple[int, bool, str, Verification] | None = None
+        self._build_verified: BuildVerified | None = None   # the current lab build's full verification
         self.phases = Phases()
 
     def run(self) -> FileRunWriter:
@@ -208,14 +216,15 @@ class Runner:
         if not settings.enabled or self._verified_in.get(spec.id) == self._labs_built:
             return True
         known = entry.lab if entry.lab and entry.lab.ok else None
-        build = self._build_verified if self._build_verified and self._build_verified[:2] == (
-            self._labs_built, bool(spec.labels.get(CALIBRATION_LABEL))) else None
+        build = self._build_verified
+        if build and (build.build, build.calibration) != (self._labs_built, bool(spec.labels.get(CALIBRATION_LABEL))):
+            build = None
         if known or build:
             with self.phases("verify rtt"):
                 rtts = pair_rtts(lab, spec.cell.topology.pairs)
-            if not rtt_problems(rtts, spec.cell.topology.rtt_ms, (known or build[3]).tolerance.rtt_ms):
+            if not rtt_problems(rtts, spec.cell.topology.rtt_ms, (known or build.record).tolerance.rtt_ms):
                 if not known:
-                    mine = shared(build[3], build[2], rtts, spec.cell.probe.pair)
+                    mine = shared(build.record, build.cell_id, rtts, spec.cell.probe.pair)
                     store.record_verification(entry, mine)
                     self.progress.verified(mine)
                 self._verified_in[spec.id] = self._labs_built
@@ -228,7 +237,8 @@ class Runner:
             store.end_cell(entry, "refused", "; ".join(verification.problems))
             return False
         self._verified_in[spec.id] = self._labs_built
-        self._build_verified = (self._labs_built, bool(spec.labels.get(CALIBRATION_LABEL)), spec.id, verification)
+        self._build_verified = BuildVerified(self._labs_built, bool(spec.labels.get(CALIBRATION_LABEL)), spec.id,
+                                             verification)
         return True
 
     def _ensure_lab(self, spec: CellSpec, store: FileRunWriter, tag: str):

@@ -348,6 +348,7 @@ def _events(runs: list[FlowRun]) -> list[tuple[float, int, str, FlowRun, Launch]
 def _drive(lab, runs: list[FlowRun], t0: float, on_tick, probe, sampler, probe_s: float, watch: HostWatch) -> None:
     pending = _events(runs)
     deadline = t0 + max([_planned_end(r.flow) for r in runs] + [probe_s]) + GRACE_S
+    late = 0.0
     next_tick = time.monotonic()
     while True:
         watch.check()
@@ -366,17 +367,16 @@ def _drive(lab, runs: list[FlowRun], t0: float, on_tick, probe, sampler, probe_s
                 _with_cca(run, run.tool.client(launch.spec), launch.spec.cca), label=f"{run.tool.name}-{run.flow.name}-b{launch.burst.index}",
                 stdout=launch.raw, stderr=launch.raw.with_suffix(".err"))
             launch.launched_s = round(time.monotonic() - t0, 3)
+            # a burst that started late (its server slow to get ready: an NFS export on a TCG VM
+            # took 26 s) moves its end, and the deadline, by as much
+            late = max(late, launch.launched_s - launch.launch_at)
         running = [l for r in runs for l in r.launches if l.proc and l.exited_s is None]
         for launch in running:
             if launch.proc.poll() is not None:
                 launch.exited_s = round(time.monotonic() - t0, 3)
         if not pending and all(l.exited_s is not None for r in runs for l in r.launches) and now - t0 >= probe_s:
             return
-        # a burst that started late (its server slow to get ready: an NFS export on a TCG VM took
-        # 26 s) moves its end, and the deadline, by as much
-        late = max((l.launched_s - l.launch_at for r in runs for l in r.launches if l.launched_s is not None),
-                   default=0.0)
-        if now > deadline + max(0.0, late):
+        if now > deadline + late:
             raise TimeoutError(f"flows still running {GRACE_S:.0f}s after their planned end"
                                + (f" (started {late:.0f}s late)" if late >= 1 else ""))
         if on_tick and now >= next_tick:

@@ -108,8 +108,12 @@ def shared(verification: Verification, cell_id: str, rtts: dict[int, IdleRtt | N
     return dataclasses.replace(
         verification, shared_from=cell_id,
         rtt_ms=dataclasses.replace(verification.rtt_ms, measured=probe.median_ms if probe else None),
-        pairs={str(k): PathRtt(median_ms=v.median_ms if v else None, min_ms=v.min_ms if v else None)
-               for k, v in rtts.items()})
+        pairs=_pairs(rtts))
+
+
+def _pairs(rtts: dict[int, IdleRtt | None]) -> dict[str, PathRtt]:
+    return {str(k): PathRtt(median_ms=v.median_ms if v else None, min_ms=v.min_ms if v else None)
+            for k, v in rtts.items()}
 
 
 def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, phases: Phases) -> Verification:
@@ -152,9 +156,7 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, pha
         method={"rtt": "every pair: median of 3 rounds of 10 ICMP echoes 1 ms apart, timed by kernel receive "
                        "stamps; its least echo against the configured propagation delay",
                 "rate": f"shaper byte counter under {streams} {PROBE_CCA} streams, median over saturated 1 s windows"},
-        pairs={str(k): PathRtt(median_ms=v.median_ms if v else None, min_ms=v.min_ms if v else None)
-               for k, v in rtts.items()},
-        rtt_floor_ms=round(floor_limit(topo.rtt_ms), 4))
+        pairs=_pairs(rtts), rtt_floor_ms=round(floor_limit(topo.rtt_ms), 4))
 
 
 def measure_rate(lab, rtt_ms: float, saturated_s: float, out_dir: Path, streams: int = MIN_STREAMS

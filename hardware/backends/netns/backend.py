@@ -74,11 +74,8 @@ class NetnsBackend:
     def session(self, configured, needs: LabNeeds, ctx: RunContext):
         features = preflight()
         # the marker names this run's namespaces, so `longhaul clean` knows whose they are
-        run_marker.register(ctx.tag, ctx.run_dir, ctx.procs)
-        try:
+        with run_marker.marked(ctx.tag, ctx.run_dir, ctx.procs):
             yield NetnsSession(features, ctx.procs, configured.trex)
-        finally:
-            run_marker.unregister(ctx.tag, ctx.procs)
 
 
 def preflight_table(features: Features) -> Table:

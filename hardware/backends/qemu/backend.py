@@ -114,18 +114,14 @@ class QemuBackend:
 
     @contextmanager
     def session(self, configured: QemuConfigured, needs: LabNeeds, ctx: RunContext):
-        run_marker.register(ctx.tag, ctx.run_dir, ctx.procs)
-        try:
-            with _fleet(configured, needs, ctx) as fleet:
-                # from here on the VMs are real hosts with an inventory, driven like the ssh backend
-                session = open_session(fleet.inventory_path, needs, ctx.procs, self.name)
-                session.features.extra["vm_lab"] = fleet.as_dict()
-                try:
-                    yield session
-                finally:
-                    fleet.keep_consoles(ctx.lab_dir / "vms")
-        finally:
-            run_marker.unregister(ctx.tag, ctx.procs)
+        with run_marker.marked(ctx.tag, ctx.run_dir, ctx.procs), _fleet(configured, needs, ctx) as fleet:
+            # from here on the VMs are real hosts with an inventory, driven like the ssh backend
+            session = open_session(fleet.inventory_path, needs, ctx.procs, self.name)
+            session.features.extra["vm_lab"] = fleet.as_dict()
+            try:
+                yield session
+            finally:
+                fleet.keep_consoles(ctx.lab_dir / "vms")
 
 
 @contextmanager

@@ -105,9 +105,8 @@ class SshBackend:
 
     @contextmanager
     def session(self, configured: SshConfigured, needs: LabNeeds, ctx: RunContext):
-        run_marker.register(ctx.tag, ctx.run_dir, ctx.procs)
-        try:
-            yield open_session(configured.inventory_path, needs, ctx.procs, self.name)
-        finally:
-            MASTERS.close_all()          # the shared SSH connections end with the session
-            run_marker.unregister(ctx.tag, ctx.procs)
+        with run_marker.marked(ctx.tag, ctx.run_dir, ctx.procs):
+            try:
+                yield open_session(configured.inventory_path, needs, ctx.procs, self.name)
+            finally:
+                MASTERS.close_all()          # the shared SSH connections end with the session
