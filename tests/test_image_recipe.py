@@ -317,6 +317,7 @@ def test_qemu_argv_and_namespace_plan(tmp_path):
     vm = plan.vm("S1")
     argv = qf.qemu_argv(vm, Path("/w/S1.qcow2"), Path("/w/S1-seed.img"), Path("/w/S1.log"), "tcg", 512)
     assert argv[:1] == ["qemu-system-x86_64"] and "tcg,tb-size=64" in argv
+    assert "-nodefaults" in argv                          # no floppy, CD-ROM or VGA for the guest to probe
     assert argv[argv.index("-cpu") + 1] == "max"          # SSE4.2, which Debian's DPDK needs
     assert "file=/w/S1-seed.img,if=virtio,format=raw,readonly=on" in argv
     assert argv[argv.index("-machine") + 1] == "pc" and "pflash" not in " ".join(argv)      # BIOS: SeaBIOS

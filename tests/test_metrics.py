@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from longhaul.collectors.live.shaper_meter import backlogged_rate
+from longhaul.collectors.live.shaper_meter import backlogged_rate, parse_samples, saturated_windows, window_for
 from longhaul.collectors.live.socket_sampler import COLUMNS, Sample, control_sockets
 from longhaul.collectors.metrics import jain, mbps, mean_std, rtt_stats
 from longhaul.drivers import ss
@@ -215,6 +215,24 @@ def test_sample_row():
     record = dict(zip(COLUMNS, row))
     assert record["flow"] == "fg" and record["sport"] == 1000 and record["delivery_rate_mbps"] == 1.0
     assert record["bytes_in_flight"] == 1448 and record["bytes_acked"] == 70_000
+
+
+def test_a_slow_router_s_rate_is_read_over_windows_of_three_samples():
+    """Captured on a router VM under TCG shaping 10 Mb/s (tbf, 50 kB queue) under the verification's
+    8 streams: tc took 0.3-1 s to read, so the meter sampled every 1.4 s and a window was two
+    samples whose times are known to half a second. Those windows read 7.4-11.8 Mb/s and their
+    median 8.2 refused a right lab (CI, 27 Nov); windows of three sampling intervals read the shaper."""
+    from pathlib import Path
+    samples = parse_samples((Path(__file__).resolve().parent / "data" / "tcg-router-shaper.txt").read_text())
+    assert statistics.median(saturated_windows(samples, 1.0)) == pytest.approx(8.17, abs=0.01)
+    window = window_for(samples, 1.0)
+    assert 3.0 <= window <= 5.0, window
+    assert backlogged_rate(samples, window) == pytest.approx(10.0, rel=0.05)
+
+
+def test_a_fast_meter_keeps_one_second_windows():
+    assert window_for(steady(0, 5)) == 1.0
+    assert window_for([]) == 1.0 and window_for([(0.0, 0, 1)]) == 1.0
 
 
 def test_backlogged_rate_counts_a_busy_small_queue_through_overlimits():

@@ -6,7 +6,8 @@ tolerance, and no echo below the configured propagation delay, whatever the tole
 routed around the delay, or a lab that took more off the delay than its path has, is refused).
 Bottleneck rate: 8 to 16 TCP streams S1 -> D1 (more for larger BDPs) keep the shaper saturated
 while its own counters are read every 100 ms (collectors/live/shaper_meter.py); the rate is the byte
-counter's slope over saturated one-second windows. The receivers' goodput (their sockets' bytes
+counter's slope over saturated one-second windows (longer where the router samples slower:
+shaper_meter.window_for). The receivers' goodput (their sockets' bytes
 received while it was saturated) is recorded beside it.
 TCP, not a UDP flood, because TCP moves GSO super-packets, which the userspace delay line carries
 cheaply, so the probe does not measure the delay line's packet rate instead of the shaper.
@@ -28,7 +29,13 @@ from longhaul.appliance.config.load import VerifySection
 from longhaul.appliance.config.profiles import CellSpec
 from longhaul.appliance.run.phases import Phases
 from longhaul.collectors.live.host_cpu import StealMeter
-from longhaul.collectors.live.shaper_meter import ShaperMeter, backlogged_rate, saturated_windows
+from longhaul.collectors.live.shaper_meter import (
+    MIN_INTERVALS,
+    ShaperMeter,
+    backlogged_rate,
+    saturated_windows,
+    window_for,
+)
 from longhaul.collectors.store.format import CALIBRATION_LABEL
 from longhaul.collectors.store.records import Measure, PathRtt, RateMeasure, Setting, Tolerance, Verification
 from longhaul.drivers import iperf3, ss
@@ -155,7 +162,8 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, pha
         queue_bytes=Setting(configured=topo.queue_bytes),
         method={"rtt": "every pair: median of 3 rounds of 10 ICMP echoes 1 ms apart, timed by kernel receive "
                        "stamps; its least echo against the configured propagation delay",
-                "rate": f"shaper byte counter under {streams} {PROBE_CCA} streams, median over saturated 1 s windows"},
+                "rate": f"shaper byte counter under {streams} {PROBE_CCA} streams, median over saturated windows "
+                        f"of {WINDOW_S:g} s or {MIN_INTERVALS} meter samples, whichever is longer"},
         pairs=_pairs(rtts), rtt_floor_ms=round(floor_limit(topo.rtt_ms), 4))
 
 
@@ -175,16 +183,17 @@ def measure_rate(lab, rtt_ms: float, saturated_s: float, out_dir: Path, streams:
     parallel = time.monotonic() - started < rtt_ms / 1000 / 2
     ports = sorted(probe_ports(streams if parallel else 1))
     servers += [_server(receiver, port, out_dir, k) for k, port in enumerate(ports[1:], start=2)]
-    windows = math.ceil(saturated_s / WINDOW_S)
     arrived: list[tuple[float, int]] = []        # (time, bytes the receiver's kernel got) while saturated
 
     def done() -> bool:
-        """The shaper saturated for `windows` windows, and what arrived read twice in them, half a
+        """The shaper saturated for saturated_s in whole windows, and what arrived read twice in them, half a
         window apart at least (where the meter's lines come in bulk, the windows do too)."""
-        full = len(saturated_windows(meter.read(), WINDOW_S))
+        samples = meter.read()
+        window = window_for(samples, WINDOW_S)
+        full = len(saturated_windows(samples, window))
         if full >= 1 and not arrived:
             arrived.append(_arrived(receiver, set(ports)))
-        elif full >= windows and time.monotonic() - arrived[0][0] >= WINDOW_S / 2:
+        elif full >= math.ceil(saturated_s / window) and time.monotonic() - arrived[0][0] >= WINDOW_S / 2:
             arrived.append(_arrived(receiver, set(ports)))
             return True
         return False
@@ -206,7 +215,7 @@ def measure_rate(lab, rtt_ms: float, saturated_s: float, out_dir: Path, streams:
                 sender.stop_processes(clients, sig=signal.SIGINT)
     finally:
         receiver.stop_processes(servers)
-    rate = backlogged_rate(meter.samples, WINDOW_S)
+    rate = backlogged_rate(meter.samples, window_for(meter.samples, WINDOW_S))
     return (None if rate is None else round(rate, 3)), _goodput(arrived)
 
 

@@ -25,6 +25,18 @@ def _saturated(samples: list[tuple], i: int) -> bool:
     return i > 0 and len(samples[i]) > 3 and samples[i][3] > samples[i - 1][3]
 
 
+# A sample's time is known only to within its read of the counters (0.3-1 s on a router VM under
+# TCG, which then samples every 1.4 s): a window of two such samples reads 8-12 Mb/s off a 10 Mb/s
+# shaper. A window spanning this many sampling intervals keeps that error to a few per cent.
+MIN_INTERVALS = 3
+
+
+def window_for(samples: list[tuple], window_s: float = 1.0) -> float:
+    """window_s, or MIN_INTERVALS of the meter's median sampling interval where it samples slower."""
+    gaps = sorted(b[0] - a[0] for a, b in zip(samples, samples[1:]))
+    return max(window_s, MIN_INTERVALS * gaps[len(gaps) // 2]) if gaps else window_s
+
+
 def backlogged_rate(samples: list[tuple], window_s: float = 1.0) -> float | None:
     """Median Mb/s over consecutive windows of `window_s` in which the shaper stayed saturated.
     samples: (t, bytes, backlog) or (t, bytes, backlog, overlimits)."""
