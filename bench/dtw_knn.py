@@ -12,7 +12,7 @@ rule (ties to the nearest neighbour's class) is reported beside it.
 
     .venv/bin/python bench/dtw_knn.py [--dataset CSV] [--minutes 60] [--probing passive]
 
-Without --dataset the windows come from tests/ops_synthetic.py (6 classes x --minutes of RTT).
+Without --dataset the windows come from tests/support/ops_synthetic.py (6 classes x --minutes of RTT).
 Needs tslearn (`pip install -e '.[bench]'`) and the built C library (`make`). Writes
 bench/RESULTS-ops.md. Single-threaded; takes about a minute on the 2-core VM.
 """
@@ -50,7 +50,7 @@ def _windows(args):
         path = ops_synthetic.write(Path(tempfile.mkdtemp(prefix="lh-bench-ops-")) / "synthetic.csv",
                                    minutes=args.minutes, seed=SEED, probings=(args.probing,))
         data = ops_dataset.load(path)
-        name = f"synthetic (tests/ops_synthetic.py), 6 classes x {args.minutes} min"
+        name = f"synthetic (tests/support/ops_synthetic.py), 6 classes x {args.minutes} min"
     return data, name
 
 

@@ -1,6 +1,6 @@
 """Detection power and false alarms of `longhaul compare` on synthetic suite runs.
 
-Each simulation writes a baseline and a new run of the synthetic suite (tests/regression_fixtures.py:
+Each simulation writes a baseline and a new run of the synthetic suite (tests/support/regression_fixtures.py:
 a calibration cell, a flow alone, two flows sharing) through the real run writer, with every
 trial's numbers drawn around the cell's means with coefficient of variation --cv, plants a shift
 of the foreground's throughput in the "flow alone" cell of the new run, and asks compare_runs at

@@ -19,10 +19,12 @@ def server_argv(port: int, bind: str | None = None) -> list[str]:
     return argv
 
 
-def client_argv(server: str, port: int, *, protocol: str = "tcp", duration_s: float | None = None,
+def client_argv(server: str, port: int | str, *, protocol: str = "tcp", duration_s: float | None = None,
                 bytes_: int | None = None, streams: int = 1, cca: str | None = None,
                 window_bytes: int | None = None, udp_rate_mbps: float | None = None,
-                bind: str | None = None) -> list[str]:
+                bind: str | None = None, pacing_bps: float | None = None) -> list[str]:
+    """pacing_bps: the sockets' fair-queue pacing cap (--fq-rate), where a TCP flow must not
+    outrun a requested rate (the planning replay's transfers)."""
     if (duration_s is None) == (bytes_ is None):
         raise ValueError("give exactly one of duration_s or bytes_")
     argv = ["iperf3", "-c", server, "-p", str(port), "--json", "--get-server-output", "-i", "1",
@@ -42,6 +44,8 @@ def client_argv(server: str, port: int, *, protocol: str = "tcp", duration_s: fl
         raise ValueError(f"unknown protocol {protocol!r}")
     if window_bytes:
         argv += ["-w", str(window_bytes)]
+    if pacing_bps is not None:
+        argv += ["--fq-rate", f"{pacing_bps:.0f}"]
     return argv
 
 

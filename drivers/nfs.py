@@ -37,7 +37,7 @@ from longhaul.drivers.result import Interval, Result
 from longhaul.drivers.tool import FlowRules, ServerSpec
 
 DEFAULT_FILE_BYTES = 1_000_000_000
-# NFSv3 needs a MOUNT port beside the NFS port; a flow owns ports base..base+9 (appliance/run/trial.py)
+# NFSv3 needs a MOUNT port beside the NFS port; a flow owns ports base..base+9 (appliance/run/trial/plan.py)
 # from 5201 on, so an offset of 10000 stays clear of every flow's ports and below the ephemeral range.
 MOUNT_PORT_OFFSET = 10_000
 

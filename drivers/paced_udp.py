@@ -15,6 +15,7 @@ import os
 import pathlib
 
 from longhaul.core.paths import BUILD_BIN
+from longhaul.drivers.patterns import SINUSOID
 from longhaul.drivers.result import Interval, Result
 from longhaul.drivers.tool import FlowRules, ServerSpec, listening
 
@@ -38,7 +39,7 @@ def declared_megabits(t: float, rate_mbps: float | None = None, shape=None) -> f
     Sinusoid (seed 002): f(t) = Avg cos(t/c) + Min + Avg, Avg = (Max - Min)/2, c = period/(2 pi),
     so the integral is Avg c sin(t/c) + (Min + Avg) t. It starts at Max."""
     if shape is not None:
-        if shape.kind != "sinusoid":
+        if shape.kind != SINUSOID:
             raise ValueError(f"unknown shape {shape.kind!r}")
         avg = (shape.max_mbps - shape.min_mbps) / 2
         c = shape.period_s / (2 * math.pi)
@@ -59,7 +60,7 @@ def _check_shape(rate_mbps, shape) -> None:
     if (rate_mbps is None) == (shape is None):
         raise ValueError("give exactly one of rate_mbps and shape")
     if shape is not None:
-        if shape.kind != "sinusoid":
+        if shape.kind != SINUSOID:
             raise ValueError(f"unknown shape {shape.kind!r}")
         if not (0 <= shape.min_mbps <= shape.max_mbps and shape.max_mbps > 0 and shape.period_s > 0):
             raise ValueError(f"bad sinusoid {shape}")
@@ -198,7 +199,7 @@ class PacedUdp:
     resolves_own_address = False
     setup_round_trips = 2
     option_keys = ("payload_bytes", "catchup", "burst_ms", "max_lag_ms", "tick_us", "idle_timeout_s", "rcvbuf_bytes")   # what a flow's [flows.options] may set
-    rules = FlowRules(("udp",), declared_rate=True, in_burst_shapes=("sinusoid",))
+    rules = FlowRules(("udp",), declared_rate=True, in_burst_shapes=(SINUSOID,))
 
     def prepare(self, spec):
         return [], []

@@ -78,21 +78,44 @@ class ServerSpec:
 
 
 class Tool(Protocol):
-    name: str
-    executables: tuple[str, ...]    # needed on both hosts (preflight and `longhaul check` look)
-    shared_servers: bool
-    sets_cca: bool                  # False: the trial gives its TCP sockets the CCA (drivers/ccashim.py)
-    counts_arrivals: bool           # True: its receiver is a kernel counter of what arrived (ifrate), whose
-                                    # seconds are kept; else the trial measures arrivals (appliance/run/trial.py)
-    needs_link_facts: bool          # True: options carry the lab's iface/MAC/addresses (layer-2 tools)
-    sends_from: str                 # "sender": the pair's S host; "generator": the lab's traffic
-                                    # generator (TRex), which only some labs have (Backend.has_generator)
-    resolves_own_address: bool      # its server looks up the receiver's test address (GridFTP): real
-                                    # hosts must resolve it (/etc/hosts or DNS), checked by preflight
-    option_keys: tuple[str, ...]    # the keys a flow's `options` table may set for this tool
-    setup_round_trips: int          # round trips from its client's start to its first data byte, besides
-                                    # one connect per stream: the trial launches a burst that early
-    rules: FlowRules                # what a flow declaration of this tool may say
+    """What the trial reads of a driver. The attributes are read-only here, so that a driver
+    declares them as plain class attributes of narrower types (executables = ("iperf3",))."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def executables(self) -> tuple[str, ...]:
+        """Needed on both hosts (preflight and `longhaul check` look)."""
+    @property
+    def shared_servers(self) -> bool: ...
+    @property
+    def sets_cca(self) -> bool:
+        """False: the trial gives its TCP sockets the CCA (drivers/ccashim.py)."""
+    @property
+    def counts_arrivals(self) -> bool:
+        """True: its receiver is a kernel counter of what arrived (ifrate), whose seconds are kept;
+        else the trial measures arrivals (appliance/run/trial/summary.py)."""
+    @property
+    def needs_link_facts(self) -> bool:
+        """True: options carry the lab's iface/MAC/addresses (layer-2 tools)."""
+    @property
+    def sends_from(self) -> str:
+        """"sender": the pair's S host; "generator": the lab's traffic generator (TRex), which only
+        some labs have (Backend.has_generator)."""
+    @property
+    def resolves_own_address(self) -> bool:
+        """Its server looks up the receiver's test address (GridFTP): real hosts must resolve it
+        (/etc/hosts or DNS), checked by preflight."""
+    @property
+    def option_keys(self) -> tuple[str, ...]:
+        """The keys a flow's `options` table may set for this tool."""
+    @property
+    def setup_round_trips(self) -> int:
+        """Round trips from its client's start to its first data byte, besides one connect per
+        stream: the trial launches a burst that early."""
+    @property
+    def rules(self) -> FlowRules:
+        """What a flow declaration of this tool may say."""
 
     def prepare(self, spec: BurstSpec) -> tuple[list[list[str]], list[list[str]]]:
         """(argv to run on the sender before the trial's clock starts, argv to run after it):

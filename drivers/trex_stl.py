@@ -3,7 +3,7 @@ that runs them with TRex's own Python client, and a parser for what that runner 
 
 TRex needs its DPDK-bound NICs and its own release tree (`<trex>/t-rex-64`, the client library in
 `<trex>/automation/trex_control_plane/interactive`); it cannot be installed on the dev box, so
-only generation, the plan and parsing are tested here (tests/test_trex_stl.py), and the live run
+only generation, the plan and parsing are tested here (tests/drivers/test_trex_stl.py), and the live run
 is a test that needs a TRex host.
 
 Patterns (drivers/patterns.py) -> STL stream modes, one stream per flow:
@@ -36,7 +36,7 @@ from types import SimpleNamespace
 from longhaul.drivers.dpdk_testpmd import DpdkTestpmd, parse_meter
 from longhaul.drivers.jsonlines import json_lines
 from longhaul.drivers.paced_udp import declared_megabits
-from longhaul.drivers.patterns import bursts
+from longhaul.drivers.patterns import PATTERNS, SINUSOID, bursts
 from longhaul.drivers.result import Interval, Result
 from longhaul.drivers.tool import FlowRules, Shape
 
@@ -89,8 +89,9 @@ def streams_for(flow, *, src_ip: str, dst_ip: str, dport: int, sport: int | None
     kind, value = ("bps_L2", rate_mbps * 1e6) if rate_mbps is not None else ("percentage", 100.0)
     base = {"frame_bytes": frame_bytes, "src_ip": src_ip, "dst_ip": dst_ip, "sport": sport or dport, "dport": dport,
                 "rate_kind": kind, "rate_value": value, "isg_us": flow.start_s * 1e6}
-    if flow.pattern == "sinusoid":
-        return _sinusoid_steps(flow, base)
+    shape = PATTERNS[flow.pattern].shape_of(flow)
+    if shape is not None:
+        return _sinusoid_steps(flow, shape, base)
     if flow.pattern == "constant":
         if flow.bytes is not None:
             return [StreamDecl(flow.name, "single_burst", total_pkts=math.ceil(flow.bytes / frame_bytes), **base)]
@@ -109,12 +110,11 @@ def streams_for(flow, *, src_ip: str, dst_ip: str, dport: int, sport: int | None
     return out
 
 
-def _sinusoid_steps(flow, base: dict) -> list[StreamDecl]:
+def _sinusoid_steps(flow, shape: Shape, base: dict) -> list[StreamDecl]:
     """Seed 002's f(t) as a chain of single bursts, step k sending the declared megabits of
     [t_k, t_k+1) at their mean rate: the steps' sum is f's integral over the flow."""
     if flow.duration_s is None:
         raise ValueError("trex: a sinusoid needs duration_s")
-    shape = Shape("sinusoid", flow.min_mbps, flow.max_mbps, flow.period_s)
     step = flow.period_s / SINE_STEPS_PER_PERIOD
     n = max(1, math.ceil(flow.duration_s / step - 1e-9))
     names = [flow.name] + [f"{flow.name}_s{k}" for k in range(1, n)]
@@ -380,7 +380,7 @@ class TrexStl:
     resolves_own_address = False
     setup_round_trips = 2
     option_keys = ("trex_server", "trex_ports", "python", "frame_bytes")   # what a flow's [flows.options] may set
-    rules = FlowRules(("udp",), declared_rate=True, in_burst_shapes=("sinusoid",))   # TRex steps f(t)
+    rules = FlowRules(("udp",), declared_rate=True, in_burst_shapes=(SINUSOID,))   # TRex steps f(t)
 
     def prepare(self, spec):
         return [], []

@@ -18,6 +18,12 @@ def num(value) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def mean(values) -> float | None:
+    """The mean of the values that are finite numbers (num), or None where there are none (or no values)."""
+    nums = [v for v in map(num, values or ()) if v is not None]
+    return sum(nums) / len(nums) if nums else None
+
+
 def fmt_mbps(value) -> str:
     """Three significant figures like the paper's table (474, 75.6), never scientific notation."""
     v = num(value)

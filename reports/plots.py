@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import html
 import io
-import math
 import re
 from typing import Iterator, Sequence
 
@@ -18,6 +17,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from longhaul.collectors.store.reader import TrialSeries
+from longhaul.reports.fmt import num
 
 WIDTH_IN, HEIGHT_IN = 7.2, 2.3
 # Time-series axes share one fixed frame (legend outside on the right) so that the figures of a
@@ -40,7 +40,7 @@ def throughput_timeseries(cell_id: str, trials: list[tuple[int, TrialSeries]],
     drawn = [(k, s) for k, s in trials if s.throughput]
     if not drawn:
         return None
-    with _figure() as (fig, ax):
+    with new_figure() as (fig, ax):
         for i, (k, series) in enumerate(drawn):
             for flow, (t, v) in series.throughput.items():
                 ax.plot(t, v, TRIAL_STYLES[i % len(TRIAL_STYLES)], color=colors.get(flow, "k"), lw=1.0)
@@ -50,10 +50,10 @@ def throughput_timeseries(cell_id: str, trials: list[tuple[int, TrialSeries]],
             ax.plot([], [], "-", color=colors.get(flow, "k"), lw=2, label=flow)
         for i, (k, _) in enumerate(drawn):
             ax.plot([], [], TRIAL_STYLES[i % len(TRIAL_STYLES)], color="0.3", lw=1.0, label=f"trial {k}")
-        _decorate(ax, f"Throughput over time: {cell_id}", "time since trial start (s)",
+        decorate(ax, f"Throughput over time: {cell_id}", "time since trial start (s)",
                   "throughput (Mb/s)")
         ax.set_ylim(bottom=0)
-        return _to_svg(fig, f"thr-{cell_id}")
+        return to_svg(fig, f"thr-{cell_id}")
 
 
 def rtt_timeseries(cell_id: str, trials: list[tuple[int, TrialSeries]],
@@ -62,14 +62,14 @@ def rtt_timeseries(cell_id: str, trials: list[tuple[int, TrialSeries]],
     drawn = [(k, s) for k, s in trials if s.rtt is not None and s.rtt[0].size]
     if not drawn:
         return None
-    with _figure() as (fig, ax):
+    with new_figure() as (fig, ax):
         for i, (k, series) in enumerate(drawn):
             ax.plot(*series.rtt, TRIAL_STYLES[i % len(TRIAL_STYLES)], color=PALETTE[i % len(PALETTE)],
                     lw=1.0, label=f"trial {k}")
         if idle_ms is not None:
             ax.axhline(idle_ms, color="black", ls="--", lw=1.0, label=f"idle RTT\n({idle_ms:.1f} ms)")
-        _decorate(ax, f"RTT over time: {cell_id}", "time since trial start (s)", "RTT (ms)")
-        return _to_svg(fig, f"rtt-{cell_id}")
+        decorate(ax, f"RTT over time: {cell_id}", "time since trial start (s)", "RTT (ms)")
+        return to_svg(fig, f"rtt-{cell_id}")
 
 
 def inflight_timeseries(cell_id: str, trial: int, series: TrialSeries, colors: dict[str, str],
@@ -77,16 +77,16 @@ def inflight_timeseries(cell_id: str, trial: int, series: TrialSeries, colors: d
     """Bytes in flight per TCP flow (summed over its sockets) against the path's BDP."""
     if not series.inflight:
         return None
-    with _figure() as (fig, ax):
+    with new_figure() as (fig, ax):
         for flow, (t, v) in series.inflight.items():
             ax.plot(t, v / 1e6, color=colors.get(flow, "k"), lw=0.9, label=f"{flow}, trial {trial}")
         if bdp_bytes:
             ax.axhline(bdp_bytes / 1e6, color="black", ls="--", lw=1.0,
                        label=f"BDP\n({bdp_bytes / 1e6:.1f} MB)")
-        _decorate(ax, f"Bytes in flight (tcp_info): {cell_id}", "time since trial start (s)",
+        decorate(ax, f"Bytes in flight (tcp_info): {cell_id}", "time since trial start (s)",
                   "bytes in flight (MB)")
         ax.set_ylim(bottom=0)
-        return _to_svg(fig, f"inf-{cell_id}")
+        return to_svg(fig, f"inf-{cell_id}")
 
 
 def flow_rtt_timeseries(cell_id: str, trial: int, series: TrialSeries, colors: dict[str, str],
@@ -94,26 +94,26 @@ def flow_rtt_timeseries(cell_id: str, trial: int, series: TrialSeries, colors: d
     """Smoothed RTT per TCP flow from tcp_info (the largest of its sockets'), seed 004's view."""
     if not series.srtt:
         return None
-    with _figure() as (fig, ax):
+    with new_figure() as (fig, ax):
         for flow, (t, v) in series.srtt.items():
             ax.plot(t, v, color=colors.get(flow, "k"), lw=0.9, label=f"{flow}, trial {trial}")
         if idle_ms is not None:
             ax.axhline(idle_ms, color="black", ls="--", lw=1.0, label=f"idle RTT\n({idle_ms:.1f} ms)")
-        _decorate(ax, f"sRTT per flow (tcp_info): {cell_id}", "time since trial start (s)", "sRTT (ms)")
-        return _to_svg(fig, f"srtt-{cell_id}")
+        decorate(ax, f"sRTT per flow (tcp_info): {cell_id}", "time since trial start (s)", "sRTT (ms)")
+        return to_svg(fig, f"srtt-{cell_id}")
 
 
 def flow_retrans_timeseries(cell_id: str, trial: int, series: TrialSeries, colors: dict[str, str]) -> str | None:
     """Retransmitted segments per second per TCP flow (loss as the sender sees it)."""
     if not series.retrans or not any(v.sum() for _, v in series.retrans.values()):
         return None
-    with _figure() as (fig, ax):
+    with new_figure() as (fig, ax):
         for flow, (t, v) in series.retrans.items():
             ax.step(t, v, where="post", color=colors.get(flow, "k"), lw=0.9, label=f"{flow}, trial {trial}")
-        _decorate(ax, f"Retransmissions per flow (tcp_info): {cell_id}", "time since trial start (s)",
+        decorate(ax, f"Retransmissions per flow (tcp_info): {cell_id}", "time since trial start (s)",
                   "retransmitted (segments/s)")
         ax.set_ylim(bottom=0)
-        return _to_svg(fig, f"rtx-{cell_id}")
+        return to_svg(fig, f"rtx-{cell_id}")
 
 
 def throughput_bars(cells: list[dict], colors: dict[str, str]) -> str | None:
@@ -123,7 +123,7 @@ def throughput_bars(cells: list[dict], colors: dict[str, str]) -> str | None:
         return None
     names = list(colors)
     width = 0.8 / max(1, max(len(c["stats"]["flows"]) for c in groups))
-    with _figure(height=HEIGHT_IN + 0.5, frame=None) as (fig, ax):
+    with new_figure(height=HEIGHT_IN + 0.5, frame=None) as (fig, ax):
         seen: set[str] = set()
         for x, cell in enumerate(groups):
             flows = [n for n in names if n in cell["stats"]["flows"]]
@@ -136,15 +136,15 @@ def throughput_bars(cells: list[dict], colors: dict[str, str]) -> str | None:
                 ax.bar(pos, st["mean_mbps"], width * 0.9, yerr=spread,
                        capsize=3, color=colors[name], label=None if name in seen else name)
                 seen.add(name)
-                if _number(refs.get(name)) is not None:
+                if num(refs.get(name)) is not None:
                     ax.plot(pos, refs[name], "D", color="black", ms=5,
                             label=None if "paper" in seen else "paper (reference)")
                     seen.add("paper")
         ax.set_xticks(range(len(groups)), [_bar_label(c) for c in groups])
-        _decorate(ax, "Mean throughput per cell and flow (error bars: std over repeats)",
+        decorate(ax, "Mean throughput per cell and flow (error bars: std over repeats)",
                   "cell", "throughput (Mb/s)", outside=False)
         ax.set_ylim(0, ax.get_ylim()[1] * 1.25)  # headroom so the legend row never covers a bar
-        return _to_svg(fig, "bars")
+        return to_svg(fig, "bars")
 
 
 def _bar_label(cell: dict) -> str:
@@ -153,12 +153,8 @@ def _bar_label(cell: dict) -> str:
     return f"{cell['id']}\n{extra}" if extra else str(cell["id"])
 
 
-def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
-
-
 @contextlib.contextmanager
-def _figure(height: float = HEIGHT_IN, frame: dict | None = TIME_FRAME
+def new_figure(height: float = HEIGHT_IN, frame: dict | None = TIME_FRAME
             ) -> Iterator[tuple[Figure, object]]:
     """A figure on an explicit Agg canvas; frame=None lets tight_layout place the axes instead."""
     with matplotlib.rc_context(RC):
@@ -173,7 +169,7 @@ def _figure(height: float = HEIGHT_IN, frame: dict | None = TIME_FRAME
             fig.clear()  # releases artists now rather than at the next GC pass
 
 
-def _decorate(ax, title: str, xlabel: str, ylabel: str, outside: bool = True) -> None:
+def decorate(ax, title: str, xlabel: str, ylabel: str, outside: bool = True) -> None:
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -184,7 +180,7 @@ def _decorate(ax, title: str, xlabel: str, ylabel: str, outside: bool = True) ->
         ax.legend(loc="upper center", ncol=len(ax.get_legend_handles_labels()[0]), framealpha=0.9)
 
 
-def _to_svg(fig: Figure, uid: str, title: str | None = None) -> str:
+def to_svg(fig: Figure, uid: str, title: str | None = None) -> str:
     """The figure as inline SVG; `title` adds a <title> element (screen readers, tooltips)."""
     buf = io.StringIO()
     # hashsalt + no date make the output reproducible for the same data.

@@ -20,7 +20,7 @@ from jinja2.environment import TemplateModule
 from longhaul.collectors.store.influx.spool import shipping_summary
 from longhaul.collectors.store.reader import StoredRun, TrialSeries, load_store
 from longhaul.reports import plots
-from longhaul.reports.fmt import DASH, fmt, fmt_mbps, fmt_std, mean_std, num, spread
+from longhaul.reports.fmt import DASH, fmt, fmt_mbps, fmt_std, mean, mean_std, num, spread
 from longhaul.reports.sections import Section, figure
 
 log = logging.getLogger(__name__)
@@ -243,8 +243,8 @@ def _result_row(cell: dict) -> dict:
             "params": _params(cell), "flows": flows,
             "jain": mean_std(jain.get("mean"), jain.get("std"), jain.get("n", 0), _fmt_jain,
                              _fmt_jain) if jain else DASH,
-            "infl_median": fmt(_mean(r.get("inflation_median_ms") for r in rtts)),
-            "infl_p95": fmt(_mean(r.get("inflation_p95_ms") for r in rtts)),
+            "infl_median": fmt(mean(r.get("inflation_median_ms") for r in rtts)),
+            "infl_p95": fmt(mean(r.get("inflation_p95_ms") for r in rtts)),
             "infl_max": fmt(max((v for r in rtts if (v := num(r.get("inflation_max_ms"))) is not None),
                                 default=None)),
             "trials": f"{len(_ok_trials(cell))}/{len(cell['trials'])}"}
@@ -395,13 +395,8 @@ def _flow_desc(flow: dict) -> str:
     return f"{flow.get('name')} ({flow.get('role') or 'flow'}): " + ", ".join(str(p) for p in parts if p)
 
 
-def _mean(values) -> float | None:
-    nums = [v for v in map(num, values) if v is not None]
-    return sum(nums) / len(nums) if nums else None
-
-
 def _idle_rtt(cell: dict) -> float | None:
-    idle = _mean((t.get("rtt") or {}).get("idle_ms") for t in cell["trials"])
+    idle = mean((t.get("rtt") or {}).get("idle_ms") for t in cell["trials"])
     if idle is None:
         idle = num(((cell.get("lab") or {}).get("rtt_ms") or {}).get("measured"))
     return idle

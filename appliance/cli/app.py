@@ -25,7 +25,7 @@ from longhaul.appliance.cli.progress import Progress
 from longhaul.appliance.config.load import load_config
 from longhaul.appliance.config.profiles import load_profile
 from longhaul.appliance.run.jobs import plan
-from longhaul.appliance.run.preflight import check_ccas, check_telegraf, check_tools, needs_of
+from longhaul.appliance.run.preflight import check_lab, needs_of
 from longhaul.appliance.run.runner import Runner
 from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store import invariants
@@ -162,10 +162,7 @@ def cmd_check(args) -> int:
         console.print(_tools_table(config))
     if not readiness.ready:
         return 1
-    check_ccas(config, readiness.congestion_controls)
-    check_tools(config, here=readiness.runs_tools_here, generator=config.backend.has_generator(config.lab))
-    if readiness.runs_tools_here:
-        check_telegraf(config)
+    check_lab(config, readiness.congestion_controls, readiness.runs_tools_here)
     influx = config.data.store.influx
     if influx is not None:       # the run's own preflight: reachable, credential, database or bucket
         preflight(influx, config.influx_credential).close()

@@ -9,12 +9,12 @@ from longhaul.appliance.cli.progress import Progress
 from longhaul.appliance.config.load import load_config
 from longhaul.appliance.ops.experiments import record_dataset, run_fig29
 from longhaul.appliance.ops.lab import load_ops_lab
-from longhaul.appliance.ops.plans import SCHEMES
 from longhaul.collectors.studies.ops.dataset import BACKGROUND_CLASSES
 from longhaul.collectors.studies.ops.decision import KNOWN_CCAS
 from longhaul.collectors.studies.ops.decision import load as load_decision
 from longhaul.collectors.studies.ops.model import ModelError
 from longhaul.collectors.studies.ops.model import load as load_model
+from longhaul.collectors.studies.ops.paper import SCHEMES
 from longhaul.core.errors import ConfigError
 
 DEFAULT_LAB = Path("profiles/ops/lab.toml")

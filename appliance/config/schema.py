@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from longhaul.core.model import NAME, Strict
 from longhaul.core.units import parse_queue
+from longhaul.drivers.patterns import PATTERNS, pattern_problem
 from longhaul.drivers.registry import TOOLS
 from longhaul.hardware.offloads import Offload
 
@@ -91,6 +92,16 @@ class Probe(Strict):
     tcpinfo_hz: float = Field(10.0, ge=1, le=100)
 
 
+def _registered(registry: dict):
+    """A field validator: the value names an entry of the registry (read when a flow is checked, so
+    an entry registered later counts)."""
+    def check(cls, value):
+        if value not in registry:
+            raise ValueError(f"one of {', '.join(registry)}")
+        return value
+    return classmethod(check)
+
+
 class Flow(Strict):
     name: str = Field(pattern=NAME)
     role: Literal["foreground", "background"]
@@ -102,7 +113,7 @@ class Flow(Strict):
     duration_s: float | None = Field(None, gt=0, le=86_400)
     bytes: int | None = Field(None, gt=0)
     start_s: float = Field(0.0, ge=0, le=86_400)
-    pattern: Literal["constant", "square", "bursty", "sinusoid"] = "constant"
+    pattern: str = "constant"    # a name in drivers/patterns.py PATTERNS
     on_s: float | None = Field(None, gt=0)
     off_s: float | None = Field(None, gt=0)
     burst_s: float | None = Field(None, gt=0)
@@ -120,12 +131,8 @@ class Flow(Strict):
 
     _buffer = field_validator("buffer", mode="before")(classmethod(lambda cls, v: check_buffer(v)))
 
-    @field_validator("tool")
-    @classmethod
-    def _known_tool(cls, value):
-        if value not in TOOLS:
-            raise ValueError(f"one of {', '.join(TOOLS)}")
-        return value
+    _known_tool = field_validator("tool")(_registered(TOOLS))
+    _known_pattern = field_validator("pattern")(_registered(PATTERNS))
 
     @model_validator(mode="before")
     @classmethod
@@ -143,23 +150,9 @@ class Flow(Strict):
     def _consistent(self):
         if (self.duration_s is None) == (self.bytes is None):
             raise ValueError("give exactly one of duration_s or bytes")
-        if self.pattern == "square" and (self.on_s is None or self.off_s is None):
-            raise ValueError("pattern 'square' needs on_s and off_s")
-        if self.pattern == "bursty":
-            if self.burst_s is None or self.every_s is None:
-                raise ValueError("pattern 'bursty' (UDP(x, y) of seed 000) needs burst_s (x) and every_s (y)")
-            if self.burst_s >= self.every_s:
-                raise ValueError("burst_s must be shorter than every_s")
-        if self.pattern != "constant" and self.bytes is not None:
-            raise ValueError("a square, bursty or sinusoid flow is timed: use duration_s, not bytes")
-        sinusoid = (self.min_mbps, self.max_mbps, self.period_s)
-        if self.pattern == "sinusoid":
-            if None in sinusoid or self.udp_rate_mbps is not None:
-                raise ValueError("pattern 'sinusoid' needs min_mbps, max_mbps and period_s (and no udp_rate_mbps)")
-            if self.min_mbps >= self.max_mbps:
-                raise ValueError("min_mbps must be below max_mbps")
-        elif sinusoid != (None, None, None):
-            raise ValueError("min_mbps, max_mbps and period_s are for pattern 'sinusoid'")
+        problem = pattern_problem(self)
+        if problem:
+            raise ValueError(problem)
         problem = tool_problem(self)
         if problem:
             raise ValueError(problem)
@@ -181,7 +174,7 @@ def tool_problem(flow: Flow) -> str | None:
     rules = tool.rules
     if flow.protocol not in rules.transports:
         return f"tool {flow.tool!r} carries {' or '.join(rules.transports)}, not {flow.protocol}"
-    if flow.pattern not in ("constant", "square", "bursty") and flow.pattern not in rules.in_burst_shapes:
+    if PATTERNS[flow.pattern].in_burst and flow.pattern not in rules.in_burst_shapes:
         return (f"pattern {flow.pattern!r} changes the rate within a burst: only "
                 f"{_tools_with(lambda r: flow.pattern in r.in_burst_shapes, quoted=True)} can")
     rated = flow.protocol == "udp" and rules.declared_rate and flow.pattern not in rules.in_burst_shapes

@@ -46,6 +46,11 @@ CHROOT_ENV = "PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8"
 QUIET_UNITS = ("influxdb.service", "nfs-server.service", "rpcbind.service", "rpcbind.socket", "dpdk.service",
                "nfs-ganesha.service", "nfs-ganesha-lock.service", "globus-gridftp-server.service",
                "globus-gridftp-sshftp.service", "iperf3.service")
+# A measurement host runs no housekeeping of its own: an apt download, a man-db rebuild or a file
+# system scrub in the middle of a trial would be in its results (and under TCG e2scrub_reap alone
+# kept a VM busy for 1 min 52 s of its boot, beside three other VMs booting)
+HOUSEKEEPING_UNITS = ("apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-backup.timer", "man-db.timer",
+                      "e2scrub_all.timer", "e2scrub_reap.service", "fstrim.timer")
 # H-TCP and Scalable TCP are left to the lab, which loads a cell's CCA when it needs it
 # (hardware/backends/ssh/lab.py), as on any host longhaul did not install
 BOOT_MODULES = ("tcp_bbr", "sch_netem", "sch_fq")
@@ -191,6 +196,8 @@ def layer(base: Path, tree: Path, sources: str = "") -> None:
         os.chmod(tree / "usr/local/sbin" / name, 0o755)
     for unit in QUIET_UNITS:       # packaged daemons stay off unless a role asks for them
         subprocess.run(["chroot", str(tree), "systemctl", "disable", unit], capture_output=True)
+    for unit in HOUSEKEEPING_UNITS:
+        subprocess.run(["chroot", str(tree), "systemctl", "mask", unit], capture_output=True)
     for unit in sorted((HERE / "units").glob("*.service")):
         shutil.copy2(unit, tree / "etc/systemd/system" / unit.name)
         run(["chroot", str(tree), "systemctl", "enable", unit.name])

@@ -23,7 +23,6 @@ import math
 
 from longhaul.appliance.config.schema import Topology
 
-SCHEMES = ("Fixed:CUBIC", "Fixed:BBR", "Adaptive")
 RECORD_PROFILE = "ops-record"
 FIG29_PROFILE = "ops-fig29"
 IPERF = 'tool = "iperf3"\nprotocol = "tcp"'

@@ -58,11 +58,12 @@ class Iperf3Replay:
         return data_port
 
     def server(self, data_port: int, receiver_address: str, workdir: str) -> list[str]:
-        return ["iperf3", "-s", "-p", str(data_port)]
+        return iperf3.server_argv(data_port)
 
     def client(self, side: ClientSide, nbytes: int, rate_bps: float) -> list[str]:
-        return ["iperf3", "-c", side.receiver_address, "-p", PORT, "-n", str(int(nbytes)), "--json",
-                "-C", side.cca, "--fq-rate", f"{rate_bps * side.pacing_overhead:.0f}"]
+        # the pool's port is the agent's to fill in (PORT), per transfer
+        return iperf3.client_argv(side.receiver_address, PORT, bytes_=int(nbytes), cca=side.cca,
+                                  pacing_bps=rate_bps * side.pacing_overhead)
 
     def client_result(self, stdout: str) -> tuple[float | None, str | None]:
         """(bytes received, error) from the client's output."""

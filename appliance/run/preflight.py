@@ -37,6 +37,17 @@ def needs_of(config: Config) -> LabNeeds:
     return LabNeeds(pairs, tuple(tools), tuple(ccas), tuple(executables), resolving, generator)
 
 
+def check_lab(config: Config, congestion_controls: tuple[str, ...] | None, runs_tools_here: bool) -> None:
+    """The one preflight of a run (and of `longhaul check`) against the lab it got, before any
+    cell: its congestion controls, every flow's tool (and, where the flows run on this machine,
+    their programs and a Telegraf for `[store] influx`). A ConfigError at the profile line that
+    asked for what is missing."""
+    check_ccas(config, congestion_controls)
+    check_tools(config, here=runs_tools_here, generator=config.backend.has_generator(config.lab))
+    if runs_tools_here:
+        check_telegraf(config)
+
+
 def check_ccas(config: Config, available: tuple[str, ...] | None) -> None:
     """Every congestion control a cell uses must be available on the end hosts (None: the
     backend's own preflight has checked them on its hosts)."""

@@ -20,7 +20,7 @@ from longhaul.appliance.config.load import Config
 from longhaul.appliance.config.profiles import CellSpec
 from longhaul.appliance.run.jobs import Job, PlannedCell, plan, schedule
 from longhaul.appliance.run.phases import Phases
-from longhaul.appliance.run.preflight import check_ccas, check_telegraf, check_tools, needs_of
+from longhaul.appliance.run.preflight import check_lab, check_tools, needs_of
 from longhaul.appliance.run.trial import Chooser, run_trial
 from longhaul.appliance.run.verify import pair_rtts, rtt_problems, shared, verify
 from longhaul.collectors.live.fingerprint import lab_fingerprint
@@ -35,7 +35,7 @@ from longhaul.collectors.store.records import CellEntry, DeclaredCell, FlowDecl,
 from longhaul.collectors.store.writer import FileRunWriter
 from longhaul.core.errors import RunError
 from longhaul.core.paths import REPO
-from longhaul.hardware.backends.base import LabSpec, LinkSettings, RunContext
+from longhaul.hardware.backends.base import Lab, LabSpec, LinkSettings, RunContext, Session
 from longhaul.hardware.cleanup import CleanupStack, Interrupted, signals_raise
 from longhaul.hardware.executors.process import ProcessTable
 
@@ -70,9 +70,9 @@ class Runner:
         self.failed_cells: set[str] = set()
         self.choosers = choosers
         self.store: FileRunWriter | None = resume
-        self._session = None
-        self._lab = None
-        self._lab_key = None
+        self._session: Session | None = None
+        self._lab: Lab | None = None
+        self._lab_key: tuple | None = None
         self._lab_cleanup: CleanupStack | None = None
         self._labs_built = 0
         self._verified_in: dict[str, int] = {}   # cell id -> the lab build it was verified in
@@ -82,8 +82,8 @@ class Runner:
     def run(self) -> FileRunWriter:
         config = self.config
         needs = needs_of(config)
-        generator = config.backend.has_generator(config.lab)
-        check_tools(config, here=False, generator=generator)   # before any lab is touched
+        # a tool the lab cannot have (a generator's): refused before any lab is touched
+        check_tools(config, here=False, generator=config.backend.has_generator(config.lab))
         run_id = self.store.run_id if self.store is not None else new_run_id()
         run_dir = self.store.dir if self.store is not None else self.out_root / run_id
         ctx = RunContext(tag=run_id[-6:], run_dir=run_dir, lab_dir=run_dir / LAB_DIR, procs=self.procs,
@@ -95,10 +95,7 @@ class Runner:
         with signals_raise(), ExitStack() as stack:
             with self.phases("session"):
                 session = stack.enter_context(config.backend.session(config.lab, needs, ctx))
-            if session.runs_tools_here:
-                check_tools(config, generator=generator)
-                check_telegraf(config)
-            check_ccas(config, session.congestion_controls)
+            check_lab(config, session.congestion_controls, session.runs_tools_here)
             self._session = session
             return self._run(session, run_id, ctx.tag)
 
@@ -198,7 +195,7 @@ class Runner:
         """A lab host stopped answering during the trial: the lab is torn down now (the other hosts
         restored; the lost one's commands fail at once), then [run] on_host_failure says whether
         the run stops or goes on with a lab built again."""
-        names = (self._lab.record or {}).get("hosts", {}) if self._lab is not None else {}
+        names: dict = (self._lab.record or {}).get("hosts", {}) if self._lab is not None else {}
         hosts = ", ".join(f"{h} ({names[h]['machine']})" if h in names else h for h in trial.lost_hosts)
         self._teardown_lab()
         if self.config.data.run.on_host_failure == "stop":

@@ -183,7 +183,7 @@ def measure_rate(lab, rtt_ms: float, saturated_s: float, out_dir: Path, streams:
     parallel = time.monotonic() - started < rtt_ms / 1000 / 2
     ports = sorted(probe_ports(streams if parallel else 1))
     servers += [_server(receiver, port, out_dir, k) for k, port in enumerate(ports[1:], start=2)]
-    arrived: list[tuple[float, int]] = []        # (time, bytes the receiver's kernel got) while saturated
+    arrived: list[tuple[float, dict]] = []       # (time, each socket's bytes the receiver's kernel got) while saturated
 
     def done() -> bool:
         """The shaper saturated for saturated_s in whole windows, and what arrived read twice in them, half a
@@ -223,21 +223,27 @@ def _server(receiver, port: int, out_dir: Path, k: int):
     return receiver.start(iperf3.server_argv(port), label=f"verify-server-{port}", stdout=out_dir / f"verify-server-{k}.json")
 
 
-def _arrived(receiver, ports: set[int]) -> tuple[float, int]:
-    """(the controller's clock in the middle of the read, bytes the receiver's kernel has received
-    on the probe's sockets): what arrived, not what the iperf3 servers have read, which a reader
-    this busy machine delayed reports a second late."""
+def _arrived(receiver, ports: set[int]) -> tuple[float, dict]:
+    """(the controller's clock in the middle of the read, the bytes the receiver's kernel has
+    received on each of the probe's sockets): what arrived, not what the iperf3 servers have read,
+    which a reader this busy machine delayed reports a second late."""
     before = time.monotonic()
     text = receiver.run(ss.argv(), check=False).stdout
-    return (before + time.monotonic()) / 2, sum(s.bytes_received or 0 for s in ss.parse(text) if s.sport in ports)
+    return (before + time.monotonic()) / 2, {(s.src, s.sport, s.dst, s.dport): s.bytes_received or 0
+                                             for s in ss.parse(text) if s.sport in ports}
 
 
-def _goodput(arrived: list[tuple[float, int]]) -> float | None:
-    """Mb/s between the first and the last read, both taken while the shaper was saturated."""
+def _goodput(arrived: list[tuple[float, dict]]) -> float | None:
+    """Mb/s between the first and the last read, both taken while the shaper was saturated, over
+    the sockets open at both (a stream whose client has ended is gone from the second: on a slow
+    VM the reads are seconds apart, and its bytes would count as lost)."""
     if len(arrived) < 2 or arrived[-1][0] <= arrived[0][0]:
         return None
-    (t0, b0), (t1, b1) = arrived[0], arrived[-1]
-    return round((b1 - b0) * 8 / (t1 - t0) / 1e6, 3)
+    (t0, first), (t1, last) = arrived[0], arrived[-1]
+    both = first.keys() & last.keys()
+    if not both:
+        return None
+    return round(sum(last[k] - first[k] for k in both) * 8 / (t1 - t0) / 1e6, 3)
 
 
 def probe_ports(streams: int) -> set[int]:

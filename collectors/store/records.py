@@ -24,7 +24,7 @@ class Record:
     """to_dict/from_dict for the records below; `_nested` names fields holding records:
     field -> (record type, "one" | "list" | "dict")."""
 
-    _nested: ClassVar[dict[str, tuple[type, str]]] = {}
+    _nested: ClassVar[dict[str, tuple[type[Record], str]]] = {}
     extra: dict = field(default_factory=dict, repr=False, compare=True)
 
     @classmethod
@@ -51,7 +51,7 @@ class Record:
         return out
 
 
-def _load(nested: tuple[type, str] | None, value):
+def _load(nested: tuple[type[Record], str] | None, value):
     if nested is None:
         return value
     kind, shape = nested

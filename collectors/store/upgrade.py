@@ -12,7 +12,7 @@ Version 1 is current, so no step is registered yet. A step is a pure function of
 
 It receives a deep copy and returns the document in the next version's shape (the `version` key is
 set by `upgrade`). Register one for each of RUN_FORMAT and SUMMARY_FORMAT whenever
-CURRENT_VERSION moves, and keep tests/data/run-v1 loading (tests/test_store_upgrade.py).
+CURRENT_VERSION moves, and keep tests/data/run-v1 loading (tests/collectors/test_store_upgrade.py).
 """
 
 from __future__ import annotations

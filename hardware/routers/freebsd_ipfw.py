@@ -1,8 +1,8 @@
 """Dummynet plans for a FreeBSD router: pure functions from the bottleneck's settings to ipfw argv.
 
 No FreeBSD host is available here, so these plans are unit-tested against the documented syntax
-(tests/test_dummynet.py) and driven through the ssh backend against a recording host
-(tests/test_hosts_lab.py), but have not yet run on a real router: docs/hardware.md says what to
+(tests/hardware/test_dummynet.py) and driven through the ssh backend against a recording host
+(tests/system/test_hosts_lab.py), but have not yet run on a real router: docs/hardware.md says what to
 check on first use. The syntax is that of ipfw(8)
 as shipped with dummynet ("ipfw-2012", the version seed 000 section 3.1 used; the FreeBSD
 sbin/ipfw/ipfw.8 of 2010), sections cited by name:

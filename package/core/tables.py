@@ -5,10 +5,11 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 
-def write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", newline="") as handle:

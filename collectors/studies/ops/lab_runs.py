@@ -14,19 +14,9 @@ from longhaul.collectors.metrics import jain
 from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store.reader import load_store
 from longhaul.collectors.store.series import read_rows
+from longhaul.collectors.studies.ops.paper import PAPER_FIG29
 
 PLAN_FILE = Path("ops") / "plan.json"
-
-# Seed 000 section 6.7: the Jain indices the text gives; the bar heights are only in the image.
-PAPER_FIG29 = {
-    ("cubic", "Fixed:CUBIC"): {"fg_mbps": None, "bg_mbps": None, "jain": None},
-    ("cubic", "Fixed:BBR"): {"fg_mbps": None, "bg_mbps": None, "jain": 0.62},
-    ("cubic", "Adaptive"): {"fg_mbps": None, "bg_mbps": None, "jain": 0.99},
-    ("bbr", "Fixed:CUBIC"): {"fg_mbps": None, "bg_mbps": None, "jain": 0.60},
-    ("bbr", "Fixed:BBR"): {"fg_mbps": None, "bg_mbps": None, "jain": None},
-    ("bbr", "Adaptive"): {"fg_mbps": None, "bg_mbps": None, "jain": 0.96},
-}
-
 
 def write_plan(run_dir: Path, plan: dict) -> None:
     path = Path(run_dir) / PLAN_FILE

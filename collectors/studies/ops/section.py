@@ -23,24 +23,15 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from longhaul.collectors.store.reader import StoredRun, load_json_object
-from longhaul.reports.fmt import spread
-from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, _decorate, _figure, _to_svg
+from longhaul.collectors.studies.ops.classify import EVAL_FORMAT
+from longhaul.collectors.studies.ops.paper import PAPER_BEST, PAPER_FIG29, PAPER_GAP, SCHEMES
+from longhaul.reports.fmt import DASH, fmt, spread
+from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, decorate, new_figure, to_svg
 from longhaul.reports.sections import figure
 
-EVAL_FORMAT = "longhaul-ops-evaluation"
 DETAIL_W = 10
-# Seed 000 §6.7: Jain indices given in the text; the throughputs are only in the figure image.
-PAPER_FIG29_JAIN = {("cubic", "Fixed:BBR"): 0.62, ("cubic", "Adaptive"): 0.99,
-                    ("bbr", "Fixed:CUBIC"): 0.60, ("bbr", "Adaptive"): 0.96}
-SCHEMES = ("Fixed:CUBIC", "Fixed:BBR", "Adaptive")
-# Seed 000's text on recognition: §7 "up to 85% accuracy" passive (Figure 23), "up to 0.96" active
-# (Figure 25a, 1-NN at w = 50), and active above passive "by between 7% (for w = 5) to 16% (for
-# w = 50)" (Figure 24a).
-PAPER_BEST = {"passive": "up to 85 (1-NN)", "active": "up to 96 (1-NN, w = 50)"}
-PAPER_GAP = {5: "+7", 50: "+16"}
 # Figure 26's four panels: (probing, k) of the 1/3/5-NN matrices.
 CONFUSION_PANELS = (("active", 1), ("active", 3), ("active", 5), ("passive", 1))
-DASH = "–"
 
 
 class OpsSection:
@@ -171,15 +162,15 @@ def _accuracy_plot(rows, baseline, colors, probing) -> str | None:
     labels = list(dict.fromkeys(r.get("label") for r in rows))
     if not rows:
         return None
-    with _figure() as (fig, ax):
+    with new_figure() as (fig, ax):
         for label in labels:
             ax.plot(*_series(rows, label), "o-", ms=3, lw=1.2, color=colors.get(label, "k"), label=label)
         if baseline:
             ax.plot(*_series(baseline, baseline[0]["label"]), "s--", ms=3, lw=1.0, color="0.35",
                     label="1-NN (DTW),\npassive (baseline)")
-        _decorate(ax, f"OPS: accuracy vs window length: {probing} probing", "window length w (s = points)",
+        decorate(ax, f"OPS: accuracy vs window length: {probing} probing", "window length w (s = points)",
                   "accuracy (%)")
-        return _to_svg(fig, f"ops-acc-{probing}", f"OPS: accuracy vs window length: {probing} probing")
+        return to_svg(fig, f"ops-acc-{probing}", f"OPS: accuracy vs window length: {probing} probing")
 
 
 def _box_by_classifier(rows, colors, probing) -> str | None:
@@ -189,15 +180,15 @@ def _box_by_classifier(rows, colors, probing) -> str | None:
     if not any(data):
         return None
     title = f"OPS: accuracy per classifier over folds and w: {probing} probing"
-    with _figure(height=2.7, frame={"left": 0.085, "right": 0.80, "bottom": 0.2, "top": 0.9}) as (fig, ax):
+    with new_figure(height=2.7, frame={"left": 0.085, "right": 0.80, "bottom": 0.2, "top": 0.9}) as (fig, ax):
         box = ax.boxplot(data, patch_artist=True, widths=0.6)
         for patch, label in zip(box["boxes"], labels):
             patch.set_facecolor(colors.get(label, "0.7"))
             patch.set_label(label)
         ax.set_xticks(range(1, len(labels) + 1), [str(label).replace(" (", "\n(") for label in labels],
                       fontsize=7)
-        _decorate(ax, title, "classifier", "accuracy (%)")
-        return _to_svg(fig, f"ops-box-{probing}", title)
+        decorate(ax, title, "classifier", "accuracy (%)")
+        return to_svg(fig, f"ops-box-{probing}", title)
 
 
 def _box_by_w(rows, probing) -> str | None:
@@ -208,7 +199,7 @@ def _box_by_w(rows, probing) -> str | None:
         return None
     title = f"OPS: k-NN (DTW) accuracy over folds per w: {probing} probing"
     width, labelled = 0.8 / len(ks), set()
-    with _figure() as (fig, ax):
+    with new_figure() as (fig, ax):
         for j, k in enumerate(ks):
             color = PALETTE[j % len(PALETTE)]
             for i, w in enumerate(ws):
@@ -223,8 +214,8 @@ def _box_by_w(rows, probing) -> str | None:
                         labelled.add(k)
         ax.set_xticks(range(len(ws)), [str(w) for w in ws])
         ax.set_xlim(-0.6, len(ws) - 0.4)
-        _decorate(ax, title, "window length w (s = points)", "accuracy (%)")
-        return _to_svg(fig, f"ops-boxw-{probing}", title)
+        decorate(ax, title, "window length w (s = points)", "accuracy (%)")
+        return to_svg(fig, f"ops-boxw-{probing}", title)
 
 
 def _accuracy_table(rows, probing, key: str = "accuracy", caption: str = "Accuracy",
@@ -293,7 +284,7 @@ def _confusion_grid(details: list[dict]) -> str | None:
         for ax in axes[len(panels):]:
             ax.set_visible(False)
         fig.suptitle(title, fontweight="bold")
-        return _to_svg(fig, "ops-confusion", title)
+        return to_svg(fig, "ops-confusion", title)
 
 
 def _confusion_axes(fig, ax, d: dict, title: str) -> None:
@@ -328,13 +319,9 @@ def _metrics(details: list[dict]) -> dict | None:
         values = []
         for d in chosen:
             m = (d.get("macro") if c == "macro average" else (d.get("per_class") or {}).get(c)) or {}
-            values += [_num(m.get(key)) for key in ("precision", "recall", "f1")]
+            values += [fmt(m.get(key), 2) for key in ("precision", "recall", "f1")]
         rows.append({"name": c, "cells": values})
     return {"detail_w": DETAIL_W, "probings": [d["probing"] for d in chosen], "rows": rows}
-
-
-def _num(value, digits: int = 2) -> str:
-    return f"{value:.{digits}f}" if _finite(value) else "–"
 
 
 # ---- selection (Figure 29) ---------------------------------------------------------------------
@@ -348,11 +335,11 @@ def _selection(data: dict, notes: list[str]) -> dict | None:
         if not isinstance(s.get("paper"), dict):
             s["paper"] = {}
         if s["paper"].get("jain") is None:
-            s["paper"]["jain"] = PAPER_FIG29_JAIN.get((s.get("background"), s.get("scheme")))
+            s["paper"]["jain"] = PAPER_FIG29.get((s.get("background"), s.get("scheme")), {}).get("jain")
     rows = [{"background": s.get("background"), "scheme": s.get("scheme"),
-             "fg": _num(s.get("fg_mbps"), 1), "bg": _num(s.get("bg_mbps"), 1), "jain": _num(s.get("jain")),
-             "paper_jain": _num(s["paper"].get("jain")), "completion": _num(s.get("completion_s"), 0),
-             "paper_fg": _num(s["paper"].get("fg_mbps"), 1), "paper_bg": _num(s["paper"].get("bg_mbps"), 1)}
+             "fg": fmt(s.get("fg_mbps"), 1), "bg": fmt(s.get("bg_mbps"), 1), "jain": fmt(s.get("jain"), 2),
+             "paper_jain": fmt(s["paper"].get("jain"), 2), "completion": fmt(s.get("completion_s"), 0),
+             "paper_fg": fmt(s["paper"].get("fg_mbps"), 1), "paper_bg": fmt(s["paper"].get("bg_mbps"), 1)}
             for s in schemes]
     return {"figure": figure(_fig29_plot(schemes), "Mean foreground (FG) and background (BG) throughput per "
                              "background and scheme, with the Jain index of the two; diamonds mark the paper's "
@@ -368,8 +355,8 @@ def _cycles(schemes: list[dict]) -> list[dict]:
         cycles = [d for d in s.get("decisions") or [] if isinstance(d, dict)]
         if not cycles:
             continue
-        steps = [{"cls": d.get("class") or "?", "probe_ms": _num(d.get("probe_ms"), 0), "cca": d.get("cca"),
-                  "mbps": _num(d.get("mbps"), 0)} for d in cycles]
+        steps = [{"cls": d.get("class") or "?", "probe_ms": fmt(d.get("probe_ms"), 0), "cca": d.get("cca"),
+                  "mbps": fmt(d.get("mbps"), 0)} for d in cycles]
         right = s.get("ops_right")
         rows.append({"background": s.get("background"), "scheme": s.get("scheme"), "cycles": len(cycles),
                      "right": _pct(right) if _finite(right) else DASH, "steps": steps})
@@ -380,7 +367,7 @@ def _fig29_plot(schemes: list[dict]) -> str | None:
     title = "OPS: adaptive vs fixed foreground CCA (Figure 29)"
     order = {name: i for i, name in enumerate(SCHEMES)}
     schemes = sorted(schemes, key=lambda s: (str(s.get("background")) != "cubic", order.get(s.get("scheme"), 9)))
-    with _figure(height=2.8, frame={"left": 0.085, "right": 0.80, "bottom": 0.25, "top": 0.88}) as (fig, ax):
+    with new_figure(height=2.8, frame={"left": 0.085, "right": 0.80, "bottom": 0.25, "top": 0.88}) as (fig, ax):
         seen: set[str] = set()
         for x, s in enumerate(schemes):
             for off, key, name, color in ((-0.2, "fg_mbps", "FG (ours)", PALETTE[0]), (0.2, "bg_mbps", "BG (ours)", PALETTE[1])):
@@ -395,13 +382,13 @@ def _fig29_plot(schemes: list[dict]) -> str | None:
             return None
         top = max([v for s in schemes for key in ("fg_mbps", "bg_mbps") for v in (s.get(key), (s.get("paper") or {}).get(key)) if _finite(v)], default=1)
         for x, s in enumerate(schemes):  # the fairness of each scheme, ours and the paper's, above its bars
-            ax.text(x, top * 1.04, f"Jain {_num(s.get('jain'))}\n(paper {_num((s.get('paper') or {}).get('jain'))})",
+            ax.text(x, top * 1.04, f"Jain {fmt(s.get('jain'), 2)}\n(paper {fmt((s.get('paper') or {}).get('jain'), 2)})",
                     ha="center", va="bottom", fontsize=6.5)
         ax.set_ylim(0, top * 1.3)
         ax.set_xticks(range(len(schemes)), [f"BG {s.get('background')}\n{s.get('scheme')}" for s in schemes],
                       fontsize=7)
-        _decorate(ax, title, "background traffic and foreground scheme", "throughput (Mb/s)")
-        return _to_svg(fig, "ops-fig29", title)
+        decorate(ax, title, "background traffic and foreground scheme", "throughput (Mb/s)")
+        return to_svg(fig, "ops-fig29", title)
 
 
 # ---- figure helpers ----------------------------------------------------------------------------

@@ -14,12 +14,12 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 from longhaul.collectors.studies.planning import reference as ref
 from longhaul.collectors.studies.planning.replay_record import unfaithful_legs
 from longhaul.collectors.studies.planning.sweep import baseline_at, find, headline
-from longhaul.reports.plots import PALETTE, RC, _to_svg
+from longhaul.reports.fmt import DASH
+from longhaul.reports.plots import PALETTE, RC, to_svg
 from longhaul.reports.render import render_document, write_document
 from longhaul.reports.sections import figure
 
 TEMPLATE = Path(__file__).with_name("plan.html.j2")
-DASH = "–"
 SHOWN_PROBLEMS = 50   # the report lists this many bad lines; the JSON has them all
 
 
@@ -77,7 +77,7 @@ def _grid_figure(doc: dict, kind: str) -> str | None:
         handles, labels = axes[1][-1].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside right upper", frameon=False, fontsize=7)
         try:
-            return _to_svg(fig, f"plan-{kind}", f"{kind} bounded slowdown")
+            return to_svg(fig, f"plan-{kind}", f"{kind} bounded slowdown")
         finally:
             fig.clear()
 
@@ -103,7 +103,7 @@ def _demand_figure(doc: dict) -> str | None:
         ax.grid(True, alpha=0.3, lw=0.5)
         fig.legend(loc="outside right upper", frameon=False, fontsize=7)
         try:
-            return _to_svg(fig, "plan-demand", "aggregate throughput as logged")
+            return to_svg(fig, "plan-demand", "aggregate throughput as logged")
         finally:
             fig.clear()
 

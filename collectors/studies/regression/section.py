@@ -20,7 +20,7 @@ from longhaul.collectors.store.reader import StoredRun
 from longhaul.collectors.studies.regression.compare import compare_runs
 from longhaul.collectors.studies.regression.history import MetricSeries, build_history, suite_runs
 from longhaul.collectors.studies.regression.samples import RunMetrics, is_calibration, scenario_label
-from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, _to_svg
+from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, to_svg
 from longhaul.reports.sections import figure
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def _plot(cell: str, series: list[MetricSeries]) -> str | None:
             ax.grid(True, alpha=0.3, lw=0.5)
         title = f"{cell}: {scenario_label(series[0].scenario, series[0].calibration)}"
         try:
-            return _to_svg(fig, f"regression-{cell}", title)
+            return to_svg(fig, f"regression-{cell}", title)
         finally:
             fig.clear()
 

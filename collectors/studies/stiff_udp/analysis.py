@@ -4,7 +4,7 @@ sqrt(p) of the UDP loss and the fping RTT under load.
 Units throughout: rates in Mb/s (10^6 bit/s), times in seconds, capacities of eq. (8) in megabits
 (Mb/s x s), bytes in bytes, RTTs in milliseconds (fping's unit).
 
-Checked against the paper's own numbers (tests/test_stiff_udp.py): with M = 100 Mb/s, tau = 240 s,
+Checked against the paper's own numbers (tests/studies/test_stiff_udp.py): with M = 100 Mb/s, tau = 240 s,
 period = 10 s and I = 1.09 Mb/s, eq. (8) / 8 gives T = 2801.49 MB for UDP 1-10 Mb/s and 1014.61 MB
 for UDP 50-80 Mb/s; the paper prints 2801.5 and 1014.6 (Tables I, II).
 

@@ -125,7 +125,7 @@ SOCKET_BUFFER_BYTES = 4 * 2**20   # "set to 4 MB" (the unit is not given; 2^20 a
 
 # Ours, not printed: the ICMP load I of eq. (4) that reproduces both printed T values. The paper
 # does not print I; 1440 B / 10 ms would be 1.152 Mb/s and gives T = 2799.6 and 1012.8 MB, but
-# every I in [1.0888, 1.0914] Mb/s gives 2801.5 and 1014.6 after rounding (tests/test_stiff_udp.py).
+# every I in [1.0888, 1.0914] Mb/s gives 2801.5 and 1014.6 after rounding (tests/studies/test_stiff_udp.py).
 IMPLIED_ICMP_MBPS = 1.09
 
 # --- Section VII.C-D numbers given in the text (Figure 4 itself has no printed values) ---

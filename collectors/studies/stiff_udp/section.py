@@ -30,12 +30,12 @@ from longhaul.collectors.store.reader import StoredRun
 from longhaul.collectors.studies.stiff_udp import analysis as su
 from longhaul.collectors.studies.stiff_udp import appropriation as ap
 from longhaul.collectors.studies.stiff_udp import reference as ref
-from longhaul.reports.fmt import mean_std
-from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, _decorate, _to_svg
+from longhaul.drivers.patterns import SINUSOID
+from longhaul.reports.fmt import DASH, mean, mean_std, num
+from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, decorate, to_svg
 from longhaul.reports.sections import figure
 
 log = logging.getLogger(__name__)
-DASH = "–"
 # (Min, Max) Mb/s -> the paper's (effectiveness table, fairness table) for that UDP range.
 RANGE_TABLES = {(1.0, 10.0): (ref.TABLE_I, ref.TABLE_IV), (50.0, 80.0): (ref.TABLE_II, ref.TABLE_V)}
 PAPER_STREAMS = (1, 5, 9)
@@ -90,7 +90,7 @@ def _seed002(cell: dict) -> bool:
 
 def _candidate(cell: dict) -> bool:
     """The cheap test first: most runs have nothing for this section."""
-    return _seed002(cell) or any(f.get("pattern") == "sinusoid" for f in _flows(cell, None).values())
+    return _seed002(cell) or any(f.get("pattern") == SINUSOID for f in _flows(cell, None).values())
 
 
 def _shape(store, cell: dict) -> tuple[str | None, dict | None, dict[str, dict]]:
@@ -100,7 +100,7 @@ def _shape(store, cell: dict) -> tuple[str | None, dict | None, dict[str, dict]]
     flows = _flows(cell, decl)
     if not any(f.get("role") == "foreground" and (f.get("protocol") or "tcp") == "tcp" for f in flows.values()):
         return None, decl, flows
-    if any(f.get("pattern") == "sinusoid" for f in flows.values()):
+    if any(f.get("pattern") == SINUSOID for f in flows.values()):
         return "stiff", decl, flows
     if _seed002(cell) and any(f.get("role") == "background" and f.get("protocol") == "tcp" for f in flows.values()):
         return "cross", decl, flows
@@ -130,7 +130,7 @@ def _add_case(store, cell: dict, stiff: list[dict], cross: list[dict]) -> None:
     case = {"cell": cell, "fg": fg["name"], "streams": _int(fg.get("streams")) or 1, "ok": ok,
             "tcp_mbps": _values(ok, fg["name"], "mean_mbps"), "tcp_bytes": _values(ok, fg["name"], "bytes")}
     if kind == "stiff":
-        sine = next(f for f in flows.values() if f.get("pattern") == "sinusoid")
+        sine = next(f for f in flows.values() if f.get("pattern") == SINUSOID)
         stiff.append({**case, **_stiff_numbers(store, case, sine, decl, flows)})
     else:
         bg_tcp = [n for n, f in flows.items() if f.get("role") == "background" and f.get("protocol") == "tcp"]
@@ -162,10 +162,10 @@ def _declared(store, cell: dict) -> dict | None:
             flows[path[1]][path[2]] = value
         elif len(path) == 2 and path[0] in parts:
             parts[path[0]][path[1]] = value
-    scale = _num(store.manifest.get("time_scale_override")) or _num(prof.get("time_scale")) \
-        or _num((doc.get("profile") or {}).get("time_scale")) or 1.0
+    scale = num(store.manifest.get("time_scale_override")) or num(prof.get("time_scale")) \
+        or num((doc.get("profile") or {}).get("time_scale")) or 1.0
     for f in flows.values():
-        if _num(f.get("duration_s")) is not None:
+        if num(f.get("duration_s")) is not None:
             f["duration_s"] = f["duration_s"] * scale
     return {**parts, "flows": list(flows.values())}
 
@@ -182,10 +182,10 @@ def _flows(cell: dict, decl: dict | None) -> dict[str, dict]:
 
 def _stiff_numbers(store, case: dict, sine: dict, decl: dict | None, flows: dict) -> dict:
     cell, fg = case["cell"], flows[case["fg"]]
-    lo, hi, period = _num(sine.get("min_mbps")), _num(sine.get("max_mbps")), _num(sine.get("period_s"))
-    tau = _num(fg.get("duration_s")) or _num(sine.get("duration_s"))
-    link = _num((cell.get("topology") or {}).get("bottleneck_rate_mbps")) \
-        or _num(((decl or {}).get("topology") or {}).get("bottleneck_rate_mbps"))
+    lo, hi, period = num(sine.get("min_mbps")), num(sine.get("max_mbps")), num(sine.get("period_s"))
+    tau = num(fg.get("duration_s")) or num(sine.get("duration_s"))
+    link = num((cell.get("topology") or {}).get("bottleneck_rate_mbps")) \
+        or num(((decl or {}).get("topology") or {}).get("bottleneck_rate_mbps"))
     icmp = _icmp_mbps((decl or {}).get("probe") or {}) if decl else None
     t_bytes = None
     if None not in (lo, hi, period, tau, link, icmp):
@@ -197,11 +197,11 @@ def _stiff_numbers(store, case: dict, sine: dict, decl: dict | None, flows: dict
             keep = (series[0] >= 0) & (series[0] <= (tau or np.inf))   # the transfer, not the tail
             if keep.any():
                 rtts.append(float(np.median(series[1][keep])))
-        elif _num((t.get("rtt") or {}).get("median_ms")) is not None:
+        elif num((t.get("rtt") or {}).get("median_ms")) is not None:
             rtts.append(float(t["rtt"]["median_ms"]))
             fallback += 1
     return {"lo": lo, "hi": hi, "period": period, "tau": tau, "link": link, "icmp": icmp,
-            "t_bytes": t_bytes, "udp": sine["name"], "start": _num(sine.get("start_s")) or 0.0,
+            "t_bytes": t_bytes, "udp": sine["name"], "start": num(sine.get("start_s")) or 0.0,
             "achieved": [su.effectiveness_pct(b, t_bytes) for b in case["tcp_bytes"]] if t_bytes else [],
             "rtt": rtts, "rtt_fallback": fallback, "loss": _values(case["ok"], sine["name"], "lost_percent")}
 
@@ -209,7 +209,7 @@ def _stiff_numbers(store, case: dict, sine: dict, decl: dict | None, flows: dict
 def _icmp_mbps(probe: dict) -> float:
     """I of eq. (4) for our probe: one 84-byte echo every interval_ms, or 10 a second in burst mode."""
     if probe.get("mode", "burst") == "interval":
-        return su.icmp_rate_mbps(ICMP_IP_BYTES, (_num(probe.get("interval_ms")) or 10.0) / 1000.0)
+        return su.icmp_rate_mbps(ICMP_IP_BYTES, (num(probe.get("interval_ms")) or 10.0) / 1000.0)
     return su.icmp_rate_mbps(ICMP_IP_BYTES * BURST_PINGS_PER_S, 1.0)
 
 
@@ -275,7 +275,7 @@ def _effectiveness(rng: tuple, cases: list[dict], notes: list[str]) -> dict:
             notes.append(f"Cell {case['cell'].get('id')}: T needs the sinusoid's min/max/period, the "
                          f"duration, the bottleneck rate and the probe settings; not all were recorded.")
         rows.append(_tr(name, _ms(c.get("tcp_mbps")), _paper(case, table, name, "tcp", "Throughput Mb/sec"),
-                        _f(_mean(c.get("tcp_bytes")), 1, 1e-6), _paper(case, table, name, None, "Measured MB"),
+                        _f(mean(c.get("tcp_bytes")), 1, 1e-6), _paper(case, table, name, None, "Measured MB"),
                         _f(c.get("t_bytes"), 1, 1e-6), _ms(c.get("achieved")),
                         _paper(case, table, name, "achieved_pct", "Achieved %"), str(len(c.get("ok") or []))))
     return {"title": _title(table, "TCP effectiveness", rng) + (f" (paper T = {paper_t} MB)" if table else ""),
@@ -317,7 +317,7 @@ def _appropriation(cases: list[dict], notes: list[str]) -> dict:
         k = c.get("k") or ref.COMPETING_STREAMS
         rows.append(_tr(name, _ms(c.get("tcp_mbps")),
                         _paper(case, ref.TABLE_III, name, "tcp", "Throughput Mb/sec"),
-                        _f(_mean(c.get("tcp_bytes")), 1, 1e-6), _paper(case, ref.TABLE_III, name, None, "Measured MB"),
+                        _f(mean(c.get("tcp_bytes")), 1, 1e-6), _paper(case, ref.TABLE_III, name, None, "Measured MB"),
                         _f(a, 2), _pv(paper_cross, implied),
                         _f(pct, 1) if streams != 1 else "(baseline)", _pv(paper_pct),
                         _f(ap.predicted_appropriation_pct(streams, k), 1) if streams != 1 else DASH,
@@ -372,10 +372,10 @@ def _figure(store, ranges, stiff: list[dict], notes: list[str]) -> str | None:
                         keep = thr[flow][0] <= end
                         ax.plot(thr[flow][0][keep], thr[flow][1][keep], ".-", ms=2.5, lw=0.9, color=color,
                                 label=f"{flow} received (1 s)")
-                _decorate(ax, f"UDP {_range((case['lo'], case['hi']))} Mb/s vs {_row_name(case['streams'])}: "
+                decorate(ax, f"UDP {_range((case['lo'], case['hi']))} Mb/s vs {_row_name(case['streams'])}: "
                           f"{case['cell'].get('id')}, trial {trial}", "time since trial start (s)", "Mb/s")
                 ax.set_ylim(bottom=0)
-            return _to_svg(fig, "stiff-udp")
+            return to_svg(fig, "stiff-udp")
         finally:
             fig.clear()
 
@@ -391,7 +391,7 @@ def _paper(case, table, row: str, key: str | None, column: str) -> dict:
 
 def _pv(value, prefix: str = "") -> dict:
     """A paper value with the precision it was printed with (the template shows it in grey)."""
-    return {"text": f"{prefix}{value:g}", "paper": True} if _num(value) is not None else _cell(DASH)
+    return {"text": f"{prefix}{value:g}", "paper": True} if num(value) is not None else _cell(DASH)
 
 
 def _cell(text: str) -> dict:
@@ -400,12 +400,12 @@ def _cell(text: str) -> dict:
 
 def _paper_value(case, key: str | None, default):
     values = (((case or {}).get("cell") or {}).get("reference") or {}).get("values") or {}
-    return _num(values.get(key)) if key and _num(values.get(key)) is not None else _num(default)
+    return num(values.get(key)) if key and num(values.get(key)) is not None else num(default)
 
 
 def _values(trials: list[dict], flow: str, key: str) -> list[float]:
     """`key` of `flow` in each trial that recorded it."""
-    return [v for t in trials if (v := _num(_flow(t, flow).get(key))) is not None]
+    return [v for t in trials if (v := num(_flow(t, flow).get(key))) is not None]
 
 
 def _flow(trial: dict, name: str) -> dict:
@@ -424,21 +424,12 @@ def _range(rng: tuple, sep: str = "-") -> str:
     return sep.join("?" if x is None else f"{x:g}" for x in rng)
 
 
-def _num(value) -> float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
-
-
 def _int(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _mean(values) -> float | None:
-    return float(np.mean(values)) if values else None   # values: from _values, all numbers
-
-
 def _f(value, digits: int, scale: float = 1.0) -> str:
-    v = _num(value)
+    v = num(value)
     return DASH if v is None else f"{v * scale:.{digits}f}"
 
 

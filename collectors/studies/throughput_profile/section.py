@@ -32,7 +32,7 @@ from longhaul.collectors.studies.throughput_profile.analysis import (
 from longhaul.collectors.studies.throughput_profile.study import ProfileAnalysis, analyse
 from longhaul.collectors.studies.throughput_profile.transport_selection import selection_table, table_rtts
 from longhaul.reports.fmt import DASH
-from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, _to_svg
+from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, to_svg
 from longhaul.reports.sections import figure
 
 log = logging.getLogger(__name__)
@@ -195,7 +195,7 @@ def _profile_plot(cca, profiles, buffers, scale) -> str:
             _label(ax, f"buffer {b}", "RTT (ms)", "mean throughput (Mb/s)")
         axes[-1].legend(title="streams", loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
         fig.suptitle(f"Throughput profile: {cca}", fontweight="bold")
-        return _to_svg(fig, f"tp-profile-{cca}")
+        return to_svg(fig, f"tp-profile-{cca}")
 
 
 def _box_plot(cca, profiles, buffers, streams) -> str:
@@ -226,7 +226,7 @@ def _box_plot(cca, profiles, buffers, streams) -> str:
         handles = [Patch(color=colors[n], alpha=0.6, label=f"{n} stream{'s' * (n > 1)}") for n in shown]
         axes[-1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
         fig.suptitle(f"Throughput box plots: {cca}", fontweight="bold")
-        return _to_svg(fig, f"tp-box-{cca}")
+        return to_svg(fig, f"tp-box-{cca}")
 
 
 def _lookup(by_config: dict, cca, buffer, streams):
@@ -256,7 +256,7 @@ def _fit_plot(cca, fits, buffers, streams) -> str:
             _label(ax, f"buffer {b}", "RTT (ms)", "scaled throughput")
             ax.legend(loc="lower left", fontsize=6.5, frameon=False)
         fig.suptitle(f"Sigmoid fits and transition RTT: {cca}", fontweight="bold")
-        return _to_svg(fig, f"tp-fit-{cca}")
+        return to_svg(fig, f"tp-fit-{cca}")
 
 
 def _tau_plot(fits, ccas, buffers, streams) -> str:
@@ -270,7 +270,7 @@ def _tau_plot(fits, ccas, buffers, streams) -> str:
             _label(ax, cca, "parallel streams", "tauT (ms)")
             ax.legend(title="buffer", fontsize=6.5, frameon=False)
         fig.suptitle("Transition RTT per configuration", fontweight="bold")
-        return _to_svg(fig, "tp-tau")
+        return to_svg(fig, "tp-tau")
 
 
 def _poincare_plot(cca, chosen, pair) -> str:
@@ -293,7 +293,7 @@ def _poincare_plot(cca, chosen, pair) -> str:
                 _label(ax, f"{rtt:g} ms, {kind}", "X(i) throughput (Mb/s)", "X(i+1) (Mb/s)")
                 ax.legend(title="streams", loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False, markerscale=2.5)
         fig.suptitle(f"Poincaré maps: {cca}", fontweight="bold")
-        return _to_svg(fig, f"tp-poincare-{cca}")
+        return to_svg(fig, f"tp-poincare-{cca}")
 
 
 def _diagonal(ax) -> None:
@@ -319,7 +319,7 @@ def _lyapunov_plot(cca, chosen, pair) -> str:
             _label(ax, f"{rtt:g} ms", "parallel streams", "ln|dM/dX| (per 1 s step)")
         axes[-1].legend(title="streams", loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False, markerscale=2.5)
         fig.suptitle(f"Lyapunov exponents: {cca}", fontweight="bold")
-        return _to_svg(fig, f"tp-lyap-{cca}")
+        return to_svg(fig, f"tp-lyap-{cca}")
 
 
 def _exponent_plot(per_trace, ccas, rtts) -> str:
@@ -336,7 +336,7 @@ def _exponent_plot(per_trace, ccas, rtts) -> str:
             _label(ax, cca, "Lyapunov exponent (trace)", "average throughput (Mb/s)")
         axes[-1].legend(title="RTT (ms)", loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
         fig.suptitle("Throughput vs Lyapunov exponent", fontweight="bold")
-        return _to_svg(fig, "tp-exponent")
+        return to_svg(fig, "tp-exponent")
 
 
 # ---- helpers -------------------------------------------------------------------------------------

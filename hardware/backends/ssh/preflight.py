@@ -81,7 +81,7 @@ def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
         return HostFacts(host.name, host.role, netem=netem), problems
     allowed = executor.run(["cat", ALLOWED_CCAS], check=False).stdout.split()
     available = executor.run(["cat", AVAILABLE_CCAS], check=False).stdout.split()
-    # read-only in a network namespace (the hosts of tests/test_hosts_lab.py): the machine's own
+    # read-only in a network namespace (the hosts of tests/system/test_hosts_lab.py): the machine's own
     writable = executor.run(["test", "-w", ALLOWED_CCAS], check=False).returncode == 0
     if host.role == "sender":
         probe = executor.run([sys.executable, "-c", "import longhaul.drivers.agents.tcpinfo_probe"], check=False)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Captures the real outputs tests/test_fingerprint.py parses (run as root from the repo root:
+# Captures the real outputs tests/collectors/test_fingerprint.py parses (run as root from the repo root:
 # sh tests/data/fingerprint/capture.sh). One namespace of its own, deleted at the end; qdiscs of
 # the kinds longhaul's labs put on hosts and routers that this machine's kernel has (htb with a
 # child, tbf, an ingress qdisc, a multi-queue veth under mq), plus this machine's own interfaces.

@@ -1,0 +1,453 @@
+"""A fake lab backend for root-less tests of the middle: runner, trial, verification and the store.
+
+FakeBackend honours the backend contract (hardware/backends/base.py): a session builds FakeLabs,
+whose executors answer the commands the trial, the verification and the live collectors run with
+canned output of the real tools (tests/data): iperf3 client JSON, fping bursts at the fake path's
+RTT, `ss` readiness lines, the shaper meter's `tc -s -j` samples at the fake path's rate, the
+tcp_info probe's JSON lines, and a plan replay's leg agent's events for the schedule it was given. Nothing is executed; processes "run" until stopped (servers, probes)
+or exit at once (clients), so a trial takes as long as its flows' start times, not their lengths.
+
+Register it for a test with `use_fake_backend(monkeypatch, FakeBackend(...))` and a config with
+`[lab] backend = "fake"` (write_fake_config).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab_support import write_lab_config
+
+from longhaul.appliance.run.trial import BASE_PORT, PORTS_PER_FLOW
+from longhaul.appliance.run.verify import probe_ports, probe_streams
+from longhaul.collectors.live.rtt_probe import _BURST_LOOP_SH
+from longhaul.collectors.live.shaper_meter import _LOOP_SH as SHAPER_LOOP_SH
+from longhaul.core.model import Strict
+from longhaul.drivers import ss
+from longhaul.drivers.agents import dpdk_port
+from longhaul.drivers.agents.port_meter import COMMENT as ARRIVALS_COMMENT
+from longhaul.drivers.agents.replay_leg import MODULE as LEG_AGENT
+from longhaul.drivers.agents.replay_leg import PORT as LEG_PORT
+from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
+from longhaul.drivers.agents.tcpinfo_probe import NATIVE as NATIVE_PROBE
+from longhaul.drivers.trex_stl import RUNNER as TREX_RUNNER
+from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
+from longhaul.hardware.backends.registry import BACKENDS
+from longhaul.hardware.cleanup import CleanupStack
+from longhaul.hardware.executors.process import Completed
+from longhaul.hardware.routers.linux_tc import LinuxTc
+from longhaul.hardware.topology import GENERATOR, dumbbell
+
+DATA = Path(__file__).parents[1] / "data"
+IPERF3_TCP = DATA / "iperf3_tcp_p2.json"   # 2 streams, 6 s: 302536432 bytes received in 6.00012 s
+TESTPMD = DATA / "dpdk" / "testpmd_timeout.txt"
+DPDK_PORT_AGENT = dpdk_port.__name__
+NAME = "fake"
+_pids = itertools.count(50_000)
+
+
+@dataclass
+class FakePath:
+    """What the fake lab's path does, relative to the cell's configuration."""
+
+    rtt_offset_ms: float = 0.0        # measured RTT = configured + this (verification refuses beyond tolerance)
+    rate_factor: float = 1.0          # shaper rate = configured x this
+    client_output: str | None = None  # the iperf3 client's stdout (default: tests/data/iperf3_tcp_p2.json)
+    rtt_rounds: int = 5               # fping rounds the probe reports per trial
+    socket_ticks: int = 20            # tcp_info ticks (10 Hz) the sampler reports per trial
+    generator: bool = False           # the lab has a traffic generator (G1) for trex flows
+    generator_mbps: float = 40.0      # what TRex sends and the receiver's meter counts, per second
+    dpdk_port: bool = False           # the senders have a DPDK port in the inventory (pair facts' pci)
+    port_kept: bool = False           # giving that port back fails (dpdk_port restore exits 1)
+    arrival_mbps: float = 8.0         # UDP payload the receivers' arrival meter counts per flow, per second
+    process_start_s: float = 0.0      # how long starting a process takes (an SSH host under TCG: seconds)
+
+
+class FakeProcess:
+    """Process's interface (hardware/executors/process.py) without a process: output is written
+    to its files when it starts; it ends after `runs_s` or when stopped."""
+
+    def __init__(self, argv: list[str], host: str, label: str, stdout: Path | None, stderr: Path | None,
+                 runs_s: float = 0.0, output: str = ""):
+        self.argv, self.host, self.label = argv, host, label
+        self.stdout_path, self.stderr_path = stdout, stderr
+        self.pid = next(_pids)
+        self.started = time.monotonic()
+        self._ends = self.started + runs_s
+        self._code: int | None = None
+        for path, text in ((stdout, output), (stderr, "")):
+            if path is not None:
+                Path(path).write_text(text)
+
+    def poll(self) -> int | None:
+        if self._code is None and time.monotonic() >= self._ends:
+            self._code = 0
+        return self._code
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.poll() if self.poll() is not None else self.stop()
+
+    def stop(self, term_timeout: float = 3.0, kill_timeout: float = 3.0, sig: int = 15) -> int | None:
+        if self.poll() is None:
+            self._code = -int(sig)
+        return self._code
+
+    def read_stdout(self) -> str:
+        return self.stdout_path.read_text() if self.stdout_path and self.stdout_path.exists() else ""
+
+    def read_stderr(self) -> str:
+        return self.stderr_path.read_text() if self.stderr_path and self.stderr_path.exists() else ""
+
+
+class FakeExecutor:
+    """Executor's interface for one lab host; every command is recorded in lab.commands."""
+
+    remote, lost = False, None          # a host that exists only as data cannot be lost
+
+    def __init__(self, name: str, lab: FakeLab):
+        self.name = name
+        self.lab = lab
+
+    def run(self, argv: list[str], timeout: float = 30.0, check: bool = True, input: str | None = None) -> Completed:
+        self.lab.commands.append((self.name, list(argv)))
+        if argv[1:3] == ["-m", "longhaul.drivers.agents.icmp_echo"]:     # the idle RTT's echoes
+            count = int(argv[argv.index("--count") + 1])
+            return Completed(argv, 0, json.dumps({"target": argv[3], "socket": "raw", "size": 56,
+                                                  "rtts_ms": [self.lab.rtt_ms] * count}) + "\n", "")
+        if argv == ["ss", "-lntH"]:                      # every listener: the servers started here
+            ports = [a[a.index("-p") + 1] for h, a in self.lab.commands if h == self.name and "-p" in a
+                     and ("-s" in a or "globus-gridftp-server" in a)]
+            return Completed(argv, 0, "".join(f"LISTEN 0 5 *:{p} *:*\n" for p in ports), "")
+        if argv == ss.argv():                            # the verification probe's sockets at the receiver
+            return Completed(argv, 0, self.lab.probe_sockets(), "")
+        if argv[0] == "ss":                              # readiness: something listens on the port
+            return Completed(argv, 0, f"LISTEN 0 5 *:{argv[-1].lstrip(':')} *:*\n", "")
+        if argv[0] == "iperf3" and "-c" in argv:         # the verification's rate probe
+            return Completed(argv, 0, self.lab.client_output(), "")
+        if argv[0] == "cat" and argv[-1].endswith(".ready"):    # the ifrate meter's ready file
+            return Completed(argv, 0, "ready\n", "")
+        if argv[0] == "mktemp":
+            return Completed(argv, 0, f"/tmp/fake.{next(_pids)}\n", "")
+        if DPDK_PORT_AGENT in argv and "restore" in argv and self.lab.path.port_kept:
+            return Completed(argv, 1, "", "dpdk_port restore: 0000:00:10.0 is on uio_pci_generic, was virtio-pci\n")
+        if argv[:3] == ["sh", "-c", 'cat > "$1"']:        # a file written on the host
+            self.lab.files[argv[-1]] = input or ""
+        return Completed(argv, 0, "", "")
+
+    def stop_processes(self, procs: list, term_timeout: float = 3.0, sig: int = 15) -> None:
+        for proc in procs:
+            proc.stop(term_timeout=term_timeout, sig=sig)
+
+    def namespace(self) -> None:
+        return None             # a host of its own: a probe each
+
+    def start(self, argv: list[str], label: str = "", stdout: Path | None = None,
+              stderr: Path | None = None) -> FakeProcess:
+        self.lab.commands.append((self.name, list(argv)))
+        time.sleep(self.lab.path.process_start_s)
+        runs_s, output = self.lab.respond(self.name, argv)
+        return FakeProcess(argv, self.name, label or argv[0], stdout, stderr, runs_s, output)
+
+
+class FakeLab:
+    """The Lab contract on a dumbbell that exists only as data."""
+
+    def __init__(self, spec: LabSpec, tag: str, path: FakePath, workdir: Path):
+        self.topo = dumbbell(tag, spec.pairs, spec.access_rate_mbps, spec.bottleneck_rate_mbps, spec.mtu)
+        self.settings = spec.link
+        self.spec = spec
+        self.path = path
+        self.workdir = workdir
+        self.record = None
+        self.built = False
+        self.torn_down = False
+        self.commands: list[tuple[str, list[str]]] = []
+        self._probe_t0: float | None = None       # when the verification's probe sockets were first read
+        self.files: dict[str, str] = {}
+
+    @property
+    def rtt_ms(self) -> float:
+        return self.settings.rtt_ms + self.path.rtt_offset_ms
+
+    def executor(self, host: str) -> FakeExecutor:
+        if not (host == GENERATOR and self.path.generator):
+            self.topo.host(host)             # a KeyError for a host the lab does not have
+        return FakeExecutor(host, self)
+
+    def address(self, host: str) -> str:
+        return self.topo.address(host)
+
+    def router_os(self, host: str) -> LinuxTc:
+        return LinuxTc()
+
+    def pair_facts(self, pair: int) -> dict:
+        facts = {"iface": f"s{pair}-eth0", "dst_mac": "02:00:00:00:01:01", "src_ip": self.address(f"S{pair}"),
+                 "dst_ip": self.address(f"D{pair}"), "rx_iface": f"d{pair}-eth0"}
+        return {**facts, "pci": "0000:00:10.0", "pci_src_ip": "10.1.1.3"} if self.path.dpdk_port else facts
+
+    def generator_facts(self, pair: int) -> dict:
+        if not self.path.generator:
+            raise KeyError(GENERATOR)
+        return {"trex_path": "/opt/trex/v3.04", "trex_ports": [0], "src_ip": "10.1.3.2", "line_rate_mbps": 10000,
+                "dst_ip": self.address(f"D{pair}"), "rx_iface": f"d{pair}-eth0"}
+
+    def build(self) -> None:
+        self.built = True
+
+    # --- the tools' output ---
+
+    def fping_line(self, target: str) -> str:
+        return f"{target} : " + " ".join(f"{self.rtt_ms:.2f}" for _ in range(10))
+
+    def client_output(self) -> str:
+        return self.path.client_output if self.path.client_output is not None else IPERF3_TCP.read_text()
+
+    def respond(self, host: str, argv: list[str]) -> tuple[float, str]:
+        """(how long the process runs, its stdout) for a started command."""
+        if argv[:2] == ["sh", "-c"] and argv[2] == _BURST_LOOP_SH:
+            return math.inf, self._burst_rounds(argv[-1])
+        if argv[:2] == ["sh", "-c"] and argv[2] == SHAPER_LOOP_SH:
+            return math.inf, self._shaper_samples(float(argv[5]))
+        if "longhaul.drivers.agents.tcpinfo_probe" in argv or argv[0] == str(NATIVE_PROBE):
+            ports = [int(p) for p in argv[argv.index("--ports") + 1].split(",")]
+            return math.inf, self._tcpinfo(host, ports)
+        if LEG_AGENT in argv:
+            return 0.0, self._leg_events(json.loads(self.files[argv[-1]]))
+        if (argv[0] == "iperf3" and "-s" in argv) or "globus-gridftp-server" in argv:
+            return math.inf, ""
+        if "longhaul.drivers.agents.port_meter" in argv:
+            if "--remove" in argv:
+                return 0.0, ""
+            return math.inf, self._arrivals([int(p) for p in argv[argv.index("--ports") + 1].split(",")])
+        if "longhaul.drivers.agents.ifrate" in argv:
+            return math.inf, self._meter_lines()
+        if TREX_RUNNER in argv:
+            return 0.0, self._trex_lines(json.loads(argv[-1]))
+        if argv[:2] == ["sh", "-c"] and "dpdk-testpmd" in argv[2]:
+            return 0.0, TESTPMD.read_text()
+        if argv[0] == "iperf3" and "-c" in argv and int(argv[argv.index("-p") + 1]) in self._verify_ports():
+            return math.inf, self.client_output()      # the verification's probe: until it is stopped
+        if argv[0] == "iperf3" and "-c" in argv:
+            return 0.0, self.client_output()
+        return 0.0, ""
+
+    def probe_sockets(self) -> str:
+        """`ss -tinH` on the receiver while the verification's probe runs: its sockets' bytes
+        received grow at the shaper's payload rate from the first time it is asked."""
+        now = time.monotonic()
+        if self._probe_t0 is None:
+            self._probe_t0 = now
+        rate = self.spec.bottleneck_rate_mbps * self.path.rate_factor * 1e6 / 8 * (self.spec.mtu - 52) / (self.spec.mtu + 14)
+        ports = sorted(self._verify_ports())
+        each = int(rate * (now - self._probe_t0) / len(ports))
+        return "".join(f"0 0 10.2.1.2:{port} 10.1.1.2:{40000 + k}\n\t cubic mss:1448 cwnd:10 bytes_received:{each}\n"
+                       for k, port in enumerate(ports))
+
+    def _verify_ports(self) -> set[int]:
+        return probe_ports(self._verify_streams())
+
+    def _verify_streams(self) -> int:
+        return probe_streams(self.spec.bottleneck_rate_mbps * 1e6 / 8 * self.settings.rtt_ms / 1e3)
+
+    def _meter_lines(self, seconds: int = 3) -> str:
+        per_s = int(self.path.generator_mbps * 1e6 / 8)
+        lines = [{"event": "ready"}] + [{"t": float(k), "seconds": 1.0, "bytes": per_s, "packets": per_s // 1514}
+                                        for k in range(1, seconds + 1)]
+        lines.append({"event": "end", "bytes": per_s * seconds, "packets": per_s // 1514 * seconds})
+        return "".join(json.dumps(x) + "\n" for x in lines)
+
+    def _arrivals(self, ports: list[int], seconds: int = 8) -> str:
+        """port_meter's JSON lines: its header, then 10 Hz ticks on the wall clock in which the first
+        port of each flow counts path.arrival_mbps of 1000-byte datagrams from the meter's start."""
+        packets = int(self.path.arrival_mbps * 1e6 / 8 / 10 / 1000)      # per tick
+        t0, lines = time.time(), [{"ports": ports, "source": "iptables", "rules": ARRIVALS_COMMENT}]
+        for k in range(seconds * 10 + 1):
+            n = packets * k
+            lines.append({"t": round(t0 + k * 0.1, 4),
+                          "c": {str(p): [n * 1028, n] if (p - BASE_PORT) % PORTS_PER_FLOW == 0 else [0, 0]
+                                for p in ports}})
+        return "".join(json.dumps(x) + "\n" for x in lines)
+
+    def _trex_lines(self, args: dict, seconds: int = 3) -> str:
+        """The TRex runner's JSON lines, as drivers/trex_stl.py's RUNNER prints them."""
+        per_s = int(self.path.generator_mbps * 1e6 / 8)
+        pkts = per_s // 1514
+        lines = [{"event": "start", "ts": time.time()}]
+        lines += [{"opackets": pkts, "obytes": per_s, "ipackets": 0, "ibytes": 0, "t": float(k)}
+                  for k in range(1, seconds + 1)]
+        lines.append({"event": "end", "seconds": float(seconds), "warnings": [],
+                      "total": {"opackets": pkts * seconds, "obytes": per_s * seconds, "ipackets": 0, "ibytes": 0},
+                      "ports": {str(p): {} for p in args["ports"]}})
+        return "".join(json.dumps(x) + "\n" for x in lines)
+
+    def _burst_rounds(self, target: str) -> str:
+        """rtt_probe's loop: `T <epoch>` then fping's burst line, one round a second from now."""
+        now = time.time()
+        return "".join(f"T {now + k:.6f}\n{self.fping_line(target)}\n" for k in range(self.path.rtt_rounds))
+
+    def _shaper_samples(self, period_s: float) -> str:
+        """shaper_meter's loop: the router's clock, `tc -s -j qdisc show` of a tbf that keeps a
+        backlog and sends at the path's rate, then the clock again."""
+        rate_bps = self.spec.bottleneck_rate_mbps * self.path.rate_factor * 1e6
+        t0, out = time.time(), []
+        for k in range(int(5 / period_s)):
+            sent = int(rate_bps / 8 * k * period_s)
+            out.append(f"{t0 + k * period_s:.6f}\n"
+                       + json.dumps([{"kind": "tbf", "bytes": sent, "backlog": 30000, "overlimits": k}]) + "\n"
+                       + f"={t0 + k * period_s:.6f}\n")
+        return "".join(out)
+
+    def _leg_events(self, schedule: dict) -> str:
+        """The leg agent's events: each transfer launched at its arrival on its class's next port
+        and done 1 s later with the canned client output; BE capped at each OD arrival."""
+        events = [{"ev": "start", "epoch": time.time()}]
+        ports = {True: itertools.cycle(schedule["ports"]["od"]), False: itertools.cycle(schedule["ports"]["be"])}
+        sent = {True: 0, False: 0}
+        for i, transfer in enumerate(schedule["transfers"]):
+            t, od = transfer["arrival_s"], transfer["od"]
+            assert any(LEG_PORT in arg for arg in transfer["argv"])
+            events.append({"ev": "launch", "i": i, "t": t, "port": next(ports[od]), "attempt": 1})
+            if od and schedule["caps"]:
+                events.append({"ev": "cap", "t": t, "bps": schedule["caps"]["capacity_bps"] * 0.6})
+            events.append({"ev": "exit", "i": i, "t": t + 1.0, "attempt": 1, "code": 0, "retry": False,
+                           "stdout": self.client_output(), "stderr": ""})
+            sent[od] += 1_000_000
+            events.append({"ev": "sample", "t": t + 1.0, "od": sent[True], "be": sent[False], "other": 0,
+                           "cap": None, "od_rate": None})
+        events.append({"ev": "end", "t": events[-1]["t"], "reason": "done", "error": None})
+        return "".join(json.dumps(e) + "\n" for e in events)
+
+    def _tcpinfo(self, host: str, ports: list[int]) -> str:
+        """tcpinfo_probe's JSON lines: one data socket to the first port of each flow whose
+        receiver listens on this sender's pair (iperf3's servers start before the sampler), plus
+        iperf3's control connection (under 64 KB acknowledged) to the same port."""
+        pair = int(host[1:])
+        src, dst = self.address(host), self.address(f"D{pair}")
+        listening = {int(argv[argv.index("-p") + 1]) for h, argv in self.commands
+                     if h == f"D{pair}" and argv[0] == "iperf3" and "-s" in argv}
+        firsts = [p for p in ports if (p - BASE_PORT) % PORTS_PER_FLOW == 0 and p in listening]
+        lines = [json.dumps({"fields": PROBE_FIELDS})]
+        t0 = time.time()                     # the probe's ticks are wall-clock times
+        for k in range(self.path.socket_ticks):
+            socks = []
+            for port in firsts:
+                data = {"src": src, "sport": 40000 + port % 100, "dst": dst, "dport": port, "cca": self.settings.cca,
+                        "cwnd": 100 + k, "mss": 1448, "unacked": 50, "srtt_us": int(self.rtt_ms * 1000),
+                        "rttvar_us": 1000, "retrans_total": k, "delivery_rate_Bps": 50_000_000 // 8,
+                        "bytes_acked": 1_000_000 * (k + 1), "bytes_received": 0, "sacked": 0, "lost": 0,
+                        "retrans_out": 0}
+                control = {**data, "sport": data["sport"] + 1, "bytes_acked": 200, "cwnd": 10}
+                socks += [[s[f] for f in PROBE_FIELDS] for s in (data, control)]
+            lines.append(json.dumps({"t": round(t0 + k * 0.1, 4), "s": socks}))
+        return "\n".join(lines) + "\n"
+
+
+@dataclass
+class FakeFeatures:
+    delay: str = "fake"
+
+    def as_dict(self) -> dict:
+        return {"fake": True, "delay": self.delay, "congestion_controls": list(FakeSession.congestion_controls)}
+
+
+@dataclass
+class FakeSession:
+    path: FakePath
+    features: FakeFeatures = field(default_factory=FakeFeatures)
+    labs: list[FakeLab] = field(default_factory=list)
+    runs_tools_here = False                       # nothing runs here, so no program is looked for
+    congestion_controls = ("reno", "cubic", "bbr")
+
+    def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> FakeLab:
+        lab = FakeLab(spec, tag, self.path, workdir)
+        cleanup.push(f"tear down fake lab {tag}", lambda: setattr(lab, "torn_down", True))
+        self.labs.append(lab)
+        return lab
+
+
+class FakeSettings(Strict):
+    """[lab] backend = "fake" takes no other keys."""
+
+
+class FakeBackend:
+    """The backend contract; `sessions` keeps every session for the test to inspect."""
+
+    name = NAME
+    settings = FakeSettings
+    generator_how = "FakePath(generator=True)"
+
+    def __init__(self, path: FakePath | None = None):
+        self.path = path or FakePath()
+        self.sessions: list[FakeSession] = []
+
+    def configure(self, settings: FakeSettings, config_dir: Path) -> FakeSettings:
+        return settings
+
+    def has_generator(self, configured) -> bool:
+        return self.path.generator
+
+    def leftovers(self, remove: bool) -> list[str]:
+        return []           # a fake lab leaves nothing on the machine
+
+    def check(self, configured, needs: LabNeeds, console) -> Readiness:
+        return Readiness(True, runs_tools_here=False, congestion_controls=FakeSession.congestion_controls)
+
+    @contextmanager
+    def session(self, configured, needs: LabNeeds, ctx: RunContext):
+        session = FakeSession(self.path)
+        self.sessions.append(session)
+        yield session
+
+    @property
+    def labs(self) -> list[FakeLab]:
+        return [lab for s in self.sessions for lab in s.labs]
+
+
+def use_fake_backend(monkeypatch, backend: FakeBackend | None = None) -> FakeBackend:
+    backend = backend or FakeBackend()
+    monkeypatch.setitem(BACKENDS, NAME, backend)
+    return backend
+
+
+# A tiny profile: two 1-second iperf3 flows sharing a 100 Mb/s, 20 ms bottleneck, twice.
+TINY_PROFILE = """
+[profile]
+description = "fake lab: two flows"
+repeats = 2
+
+[topology]
+pairs = 2
+access_rate_mbps = 1000
+bottleneck_rate_mbps = 100
+rtt_ms = 20
+queue = "1bdp"
+
+[[flows]]
+name = "fg"
+role = "foreground"
+cca = "cubic"
+duration_s = 1
+
+[[flows]]
+name = "bg"
+role = "background"
+pair = 2
+cca = "bbr"
+duration_s = 1
+"""
+
+
+def write_fake_config(tmp: Path, profile_text: str = TINY_PROFILE, name: str = "tiny", verify: str = "") -> Path:
+    """config.toml and profiles/<name>.toml for the fake backend; verification tries once."""
+    config = write_lab_config(tmp, profile_text, name,
+                              verify="rate_probe_s = 1.0\nattempts = 1\nretry_pause_s = 0\n" + verify)
+    config.write_text(f'[lab]\nbackend = "{NAME}"\n' + config.read_text())
+    return config
+
+
+# Imported by the modules that run the runner in-process: an autouse fixture there.

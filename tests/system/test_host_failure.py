@@ -1,0 +1,76 @@
+"""A lab host lost mid-trial, on the real SSH lab of namespace "hosts" (tests/system/test_hosts_lab.py):
+the sender is cut from every network while its flow runs. The trial fails within a bounded time
+naming the host, the run stops ([run] on_host_failure's default), every other host is restored as
+found, and once the sender is back `longhaul run --resume` finishes the run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from hosts_lab import HOSTS, PROFILE, ROUTES, RealLab, host_state
+
+from longhaul.hardware.executors.process import wait_until
+
+pytestmark = pytest.mark.lab
+
+
+def _links(lab: RealLab, host: str, state: str) -> None:
+    """Every link of the host down, or up again with its routes (a link that goes down takes the
+    routes through it along; the host's own configuration restores them, as a boot would)."""
+    for ifname in ["mgmt0", *(i for i, _ in HOSTS[host][1])]:
+        subprocess.run(["ip", "-n", lab.ns[host], "link", "set", ifname, state], check=True)
+    if state == "up":
+        for _, dest, via in (r for r in ROUTES if r[0] == host):
+            subprocess.run(["ip", "-n", lab.ns[host], "route", "replace", dest, "via", via], check=True)
+
+
+def _others(state: dict, lost: str) -> dict:
+    return {k: v for k, v in state.items() if k.split(":")[0] != lost}
+
+
+def test_a_sender_cut_off_mid_trial_is_named_the_rest_restored_and_resume_finishes(real_lab, tmp_path):  # noqa: F811
+    config = real_lab.config(tmp_path, PROFILE.replace("duration_s = 5", "duration_s = 40"))
+    config.write_text(config.read_text().replace("attempts = 6", "enabled = false\nattempts = 6"))
+    before = host_state(real_lab.ns)
+    proc = subprocess.Popen(real_lab.argv(config), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        wait_until(lambda: bool(list((tmp_path / "runs").glob("*/cells/*/trial-1/raw/tcpinfo-S1.jsonl"))),
+                   120, interval=0.2, what="the trial's flow")
+        time.sleep(3.0)                                  # the flow is well under way
+        cut = time.monotonic()
+        _links(real_lab, "S1", "down")                   # powered off, as far as anyone can tell
+        out, err = proc.communicate(timeout=180)
+        took = time.monotonic() - cut
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _links(real_lab, "S1", "up")
+    print(err[-3000:], file=sys.stderr)
+    assert proc.returncode == 1, err[-3000:]
+    assert took < 45, took            # lost within 2 x (5 + 8) s, the rest torn down: not the flow's 40 s
+    assert "S1 (S1) lost in trial 1" in err and "--resume" in err, err[-2000:]
+    (run_dir,) = (p.parent for p in (tmp_path / "runs").glob("*/manifest.json"))   # a failed run prints none
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    (trial,) = summary["cells"][0]["trials"]
+    assert trial["status"] == "failed" and trial["lost_hosts"] == ["S1"], trial
+    assert "S1: no answer over SSH" in trial["error"], trial["error"]
+    (record,) = json.loads((run_dir / "manifest.json").read_text())["host_tuning"]
+    assert record["restored"] is False and "lost" in record["hosts"]["S1"], record
+    assert [p for p in record["not_restored"] if not p.startswith("S1 (S1): lost")] == [], record["not_restored"]
+    assert _others(host_state(real_lab.ns), "S1") == _others(before, "S1")      # R1, R2, D1 as found
+
+    wait_until(lambda: subprocess.run(["ip", "netns", "exec", real_lab.controller, "fping", "-q", "-c1", "-t500",
+                                       HOSTS["S1"][0]], capture_output=True).returncode == 0, 30, what="S1 back")
+    resumed = subprocess.run([*real_lab.argv(config)[:-2], "--resume", str(run_dir)], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "complete" and [t["status"] for t in summary["cells"][0]["trials"]] == ["ok"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["host_tuning"][-1]["restored"] is True
