@@ -3,6 +3,7 @@
 Figures are built with matplotlib.figure.Figure on an explicit Agg canvas, never through pyplot, so
 rendering keeps no global figure registry and cannot leak figures between reports. Text stays text
 in the SVG (svg.fonttype "none"): it is searchable, smaller, and WeasyPrint sets it in the page font.
+The studies draw with the same kit: new_figure, decorate, to_svg, and RC, PALETTE and WIDTH_IN.
 """
 from __future__ import annotations
 
