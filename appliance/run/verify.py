@@ -19,6 +19,7 @@ round trip each after 4 of its own (16 streams at 128 ms: 2.6 s before the last 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import signal
 import time
@@ -43,6 +44,8 @@ from longhaul.drivers.tool import listening_ports
 from longhaul.hardware.executors.process import CommandError, wait_until
 from longhaul.hardware.path_rtt import IdleRtt, below_floor, floor_limit, measure_idle
 
+log = logging.getLogger(__name__)
+
 PORT = 5299         # the probe's servers listen on PORT, PORT + 1, ... (probe_ports)
 # Enough streams that their socket buffers together cover the path even with the kernel's
 # default limits (a cell's `default` buffer allows ~4 MB per socket, a 1 Gb/s x 183 ms path needs
@@ -55,8 +58,11 @@ DEFAULT_SOCKET_BYTES = 4 * 2**20
 
 def probe_streams(bdp_bytes: float) -> int:
     return max(MIN_STREAMS, min(MAX_STREAMS, math.ceil(3 * bdp_bytes / DEFAULT_SOCKET_BYTES)))
+
+
 PROBE_CCA = "cubic"
 WINDOW_S = 1.0       # the shaper's rate is measured over saturated windows this long
+
 METER_PERIOD_S = 0.1     # its counters are read this often: a saturated window begins, and is seen, sooner
 # Above this share of CPU time taken by the hypervisor during a probe, a refusal names the host.
 STARVED_STEAL_PCT = 10.0
@@ -79,6 +85,9 @@ def verify(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, phases: 
         result = dataclasses.replace(verify_once(lab, spec, settings, out_dir, phases), attempt=attempt)
         if result.ok:
             break
+        # the record keeps the last attempt's problems; run.log keeps every refusal's
+        log.warning("%s: lab verification attempt %d of %d refused: %s", spec.id, attempt, settings.attempts,
+                    "; ".join(result.problems))
     return result
 
 

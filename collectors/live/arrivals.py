@@ -25,11 +25,11 @@ def bins(series: dict, end: float) -> list[Interval]:
     """series: a key (a socket, a port) -> [(seconds since the burst's start, cumulative bytes), ...]
     in time order; each count is 0 before its first sample and holds after its last. One Interval
     per whole second up to `end`, then the partial rest; streams in key order."""
-    return _binned({key: _edges(np.array([p[0] for p in points], dtype=float),
+    return binned({key: edges(np.array([p[0] for p in points], dtype=float),
                                 np.array([p[1] for p in points], dtype=float)) for key, points in series.items()}, end)
 
 
-def _binned(curves: dict, end: float) -> list[Interval]:
+def binned(curves: dict, end: float) -> list[Interval]:
     """bins() of curves whose edges are already placed: key -> (times, counts) arrays."""
     if not curves or end <= 0:
         return []
@@ -46,7 +46,7 @@ def _binned(curves: dict, end: float) -> list[Interval]:
     return out
 
 
-def _edges(times: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def edges(times: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The samples with a knot added inside each edge: a stretch between two samples that carried
     less than its faster neighbour did is taken to have run at that neighbour's rate, next to it
     (a flow that stopped stopped early in it; one that started started late), not spread over the
@@ -82,10 +82,10 @@ def counted(points: list[tuple[float, int, int]], start_s: float, until_s: float
     payload = [(t - start_s, b - IPV4_UDP_HEADERS * p) for t, b, p in points if until_s is None or t <= until_s]
     if len(payload) < 2:
         return []
-    times, values = _edges(np.array([t for t, _ in payload]), np.array([v for _, v in payload], dtype=float))
+    times, values = edges(np.array([t for t, _ in payload]), np.array([v for _, v in payload], dtype=float))
     values = values - float(np.interp(0.0, times, values))
     end = float(times[np.argmax(values >= values[-1])])      # when it reached its last count
     if values[-1] <= 0 or end <= 0:
         return []
     keep = times > 0
-    return _binned({0: (np.concatenate(([0.0], times[keep])), np.concatenate(([0.0], values[keep])))}, end)
+    return binned({0: (np.concatenate(([0.0], times[keep])), np.concatenate(([0.0], values[keep])))}, end)

@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from longhaul.collectors.live.acked_rate import CONTROL_BYTES
 from longhaul.collectors.store.format import TCPINFO_COLUMNS
@@ -38,6 +39,7 @@ class Sample:
     t_s: float
     flow: str
     sock: Socket
+    dump_s: float | None = None     # how long the probe's read took (None: an older probe's line)
 
     def row(self) -> list:
         s = self.sock
@@ -70,8 +72,14 @@ def _native(native: bool | None) -> bool:
 WALL_CLOCK_FROM = 1e9
 
 
-def parse_probe_line(line: str) -> tuple[float, list[Socket]] | None:
-    """One tick of the probe's output: (its time, sockets); None for the header or junk."""
+class Tick(NamedTuple):
+    t: float                        # the middle of the dump, on the probe's clock
+    socks: list[Socket]
+    dump_s: float | None = None     # the dump's length (an older probe printed none)
+
+
+def parse_probe_line(line: str) -> Tick | None:
+    """One tick of the probe's output; None for the header or junk."""
     try:
         data = json.loads(line)
     except ValueError:
@@ -89,7 +97,7 @@ def parse_probe_line(line: str) -> tuple[float, list[Socket]] | None:
                             delivery_rate_bps=None if rate_Bps is None else rate_Bps * 8,
                             bytes_acked=f["bytes_acked"], bytes_received=f["bytes_received"],
                             sacked=f.get("sacked"), lost=f.get("lost"), retrans_out=f.get("retrans_out")))
-    return float(data["t"]), socks
+    return Tick(float(data["t"]), socks, data.get("d"))
 
 
 class SocketSampler:
@@ -150,7 +158,7 @@ class SocketSampler:
                 for line in reversed(lines):
                     tick = parse_probe_line(line)
                     if tick:
-                        self._latest[host] = self._by_flow(tick[1])
+                        self._latest[host] = self._by_flow(tick.socks)
                         break
 
     def _by_flow(self, socks: list[Socket]) -> dict[str, list[Socket]]:
@@ -183,9 +191,9 @@ class SocketSampler:
                 if tick is None:
                     continue
                 self.ticks += 1
-                t_s = round(tick[0] - (self._wall0 if tick[0] > WALL_CLOCK_FROM else self._t0), 3)
-                for flow, socks in self._by_flow(tick[1]).items():
-                    self.samples.extend(Sample(t_s, flow, sock) for sock in socks)
+                t_s = round(tick.t - (self._wall0 if tick.t > WALL_CLOCK_FROM else self._t0), 3)
+                for flow, socks in self._by_flow(tick.socks).items():
+                    self.samples.extend(Sample(t_s, flow, sock, tick.dump_s) for sock in socks)
         for name, proc in self._procs.items():
             if proc.poll() not in (0, None, -15):
                 log.warning("tcp_info probe on %s exited %s: %s", name, proc.poll(), proc.read_stderr()[-300:])

@@ -7,7 +7,7 @@ eight senders the `ss` way cost half a core and could not keep 10 Hz (bench/RESU
 Two output formats:
 
 - `json` (the default; the socket sampler reads it): the sockets to the given `--ports`, one JSON
-  line per tick, timestamped with the wall clock (seconds): a sender that is another machine (a
+  line per tick, timestamped with the wall clock (seconds) at the middle of the dump, "d" its length: a sender that is another machine (a
   real host, a VM) shares only that with the controller, which readiness's clock rows check;
 - `influx`: InfluxDB line protocol for Telegraf's `inputs.execd` (signal "none": the probe prints
   on its own period), one `lh_host_tcpinfo` point per socket and tick, tagged src, sport, dst,
@@ -60,7 +60,12 @@ def influx_lines(socks: list[dict], time_ns: int) -> list[str]:
 
 
 def json_tick(diag: SockDiag, ports: set[int] | None) -> str:
-    return json.dumps({"t": round(time.time(), 4), "s": sample(diag, ports or set())}) + "\n"
+    """Stamped at the middle of the dump, with its length ("d"): the sockets were read somewhere in
+    it, and a reading whose dump a stalled host stretched is only known to within it."""
+    before = time.time()
+    rows = sample(diag, ports or set())
+    after = time.time()
+    return json.dumps({"t": round((before + after) / 2, 4), "d": round(after - before, 4), "s": rows}) + "\n"
 
 
 def influx_tick(diag: SockDiag, ports: set[int] | None) -> str:

@@ -13,8 +13,9 @@
  * the cost at 100 Hz was the wake-ups of one probe per namespace, not the dumps. Without it, the
  * namespace it runs in, on stdout.
  *
- * Output: {"fields": [...]} once, then {"t": <wall seconds>, "s": [[row], ...]} per tick, the wall
- * clock read at the middle of the dump. A late tick is skipped, never doubled. SIGTERM/SIGINT end
+ * Output: {"fields": [...]} once, then {"t": <wall seconds>, "d": <seconds>, "s": [[row], ...]} per
+ * tick, the wall clock read at the middle of the dump and the dump's length (a reading a stalled
+ * host stretched is known only to within it). A late tick is skipped, never doubled. SIGTERM/SIGINT end
  * it with exit 0. A field the kernel's tcp_info is too short for is null. Lines reach the output
  * at least every FLUSH_S (the live display reads them twice a second) and at exit. */
 #define _GNU_SOURCE
@@ -238,9 +239,11 @@ int main(int argc, char **argv) {
                 perror("longhaul-tcpinfo: sock_diag dump");
                 return 1;
             }
-            double stamp = (before + wall_now()) / 2;
+            double after = wall_now();
             rows[used] = '\0';
-            if (fprintf(targets[k].out, "{\"t\": %.4f, \"s\": [%s]}\n", stamp, rows) < 0) failed = 1; /* reader gone */
+            if (fprintf(targets[k].out, "{\"t\": %.4f, \"d\": %.4f, \"s\": [%s]}\n", (before + after) / 2,
+                        after - before, rows) < 0)
+                failed = 1; /* reader gone */
         }
         if (wall_now() - flushed >= FLUSH_S || period >= FLUSH_S) {
             for (int k = 0; k < ntargets; k++)

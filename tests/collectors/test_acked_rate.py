@@ -1,7 +1,11 @@
+from pathlib import Path
+
+import numpy as np
 import pytest
 
-from longhaul.collectors.live.acked_rate import per_second, retransmits
-from longhaul.collectors.live.socket_sampler import Sample
+from longhaul.collectors.live.acked_rate import per_second, retimed, retransmits
+from longhaul.collectors.live.socket_sampler import Sample, parse_probe_line
+from longhaul.collectors.metrics import payload_ceiling_mbps
 from longhaul.drivers.ss import Socket
 
 
@@ -52,3 +56,53 @@ def test_sacked_data_counts_when_it_arrived_not_when_the_hole_was_filled():
         samples.append(Sample(t, "gf", Socket(**{**sock.__dict__, "mss": 1000, "sacked": sacked})))
     out = per_second(samples, 5301, start_s=0.0)
     assert [iv.bytes for iv in out] == [1_000_000, pytest.approx(1_000_000, abs=2000), pytest.approx(1_000_000, abs=2000)]
+
+
+# tests/data/tcg-nfs-tcpinfo.jsonl: CI's VM lab (TCG), one NFS copy (two TCP connections to port
+# 5201) from S1 through routers shaping to 10 Mb/s; the trial's clock began TRIAL_WALL0 on S1's
+CAPTURE = Path(__file__).parents[1] / "data" / "tcg-nfs-tcpinfo.jsonl"
+TRIAL_WALL0 = 1795754589.6678 - 28.943
+CEILING = payload_ceiling_mbps(10, 1500)
+
+
+def _capture(slow_dump_s: float | None) -> list[Sample]:
+    """The capture's samples on the trial's clock. Its probe printed no dump lengths; its reading at
+    31.087 s came 45 ms off the 10 Hz grid the others keep to within 5, a dump of up to 90 ms,
+    which the current probe prints (slow_dump_s)."""
+    out = []
+    for tick in filter(None, map(parse_probe_line, CAPTURE.read_text().splitlines())):
+        t_s = round(tick.t - TRIAL_WALL0, 3)
+        out += [Sample(t_s, "nfs", sock, slow_dump_s if t_s == 31.087 else None) for sock in tick.socks]
+    return out
+
+
+def _mbps(intervals) -> list[float]:
+    return [iv.bytes * 8 / iv.seconds / 1e6 for iv in intervals]
+
+
+def test_late_acks_of_a_stalled_vm_are_placed_when_the_bottleneck_could_carry_them():
+    """As acknowledged, a second read 10.52 Mb/s through a 10 Mb/s shaper (CI's failure: its ACKs
+    came 276 KB in 57 ms after a stall); re-timed against the shaper's payload ceiling and without
+    the one reading a 90 ms dump blurred, no second is above the ceiling and no byte is made or lost."""
+    as_acked = per_second(_capture(None), 5201, 0.0)
+    assert max(_mbps(as_acked)) == pytest.approx(10.519, abs=0.001)
+    placed = per_second(_capture(0.09), 5201, 0.0, CEILING)
+    whole = [mbps for iv, mbps in zip(placed, _mbps(placed)) if iv.seconds == 1.0]
+    assert max(whole) <= CEILING * 1.001, whole
+    assert sum(iv.bytes for iv in placed) == sum(iv.bytes for iv in as_acked) == 6_002_562
+    # the seconds the copy ran at the shaper's rate still read it
+    assert sum(mbps >= 0.9 * CEILING for mbps in whole) >= 3, whole
+
+
+def test_retiming_moves_only_what_was_in_flight():
+    """0.9 s of silence with 0.5 MB in flight, then ACKs of 1 MB in 0.1 s, through a 1 MB/s
+    bottleneck: the 0.5 MB in flight is placed before, at the bottleneck's rate, as late as it
+    can be; the other 0.5 MB was sent after the silence began and stays where the ACKs put it,
+    above the ceiling, for the trial's ceiling check to name (a shaper passing more than its rate)."""
+    times = np.arange(11) / 10
+    acked = np.array([100_000] * 10 + [1_100_000], dtype=float)
+    in_flight = np.array([500_000] * 10 + [0], dtype=float)
+    curve = list(zip(*retimed({"s": (times, acked)}, {"s": (times, in_flight)}, 1e6)["s"]))
+    rates = [round((b - a) / (tb - ta)) for (ta, a), (tb, b) in zip(curve, curve[1:])]
+    assert rates == [0, 0, 0, 0, 1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000, 5_000_000]
+    assert curve[0] == (0.0, 100_000) and curve[-1] == (1.0, 1_100_000)

@@ -258,10 +258,10 @@ def _per_second(probe_text: str, port: int, t_start: float) -> tuple[list[int], 
         tick = parse_probe_line(line)
         if tick is None:
             continue
-        for sock in tick[1]:
+        for sock in tick.socks:
             if sock.dport == port and (sock.bytes_acked or 0) >= last.get(sock.sport, 0):
                 last[sock.sport] = sock.bytes_acked or 0
-        cum.append((tick[0] - t_start, sum(last.values())))
+        cum.append((tick.t - t_start, sum(last.values())))
     bins: dict[int, int] = defaultdict(int)
     prev = 0
     for t, total in cum:

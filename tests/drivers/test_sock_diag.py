@@ -63,8 +63,8 @@ def test_request_asks_for_established_ipv4_tcp_with_info_and_congestion():
 def test_probe_line_becomes_sockets_in_longhaul_units():
     line = json.dumps({"t": 12.5, "s": [["10.1.1.2", 40000, "10.2.1.2", 5201, "bbr", 100, 1448, 50,
                                          128_000, 1_000, 3, 62_500_000, 2_000_000, 0]]})
-    t, (sock,) = parse_probe_line(line)
-    assert t == 12.5 and sock.srtt_ms == 128.0 and sock.delivery_rate_bps == 500_000_000
+    t, (sock,), dump_s = parse_probe_line(line)
+    assert t == 12.5 and dump_s is None and sock.srtt_ms == 128.0 and sock.delivery_rate_bps == 500_000_000
     assert sock.bytes_in_flight == 50 * 1448 and sock.cca == "bbr"   # a row without the loss fields
     assert parse_probe_line(json.dumps({"fields": []})) is None and parse_probe_line("garbage") is None
 
@@ -72,8 +72,8 @@ def test_probe_line_becomes_sockets_in_longhaul_units():
 def test_probe_line_with_loss_fields_counts_what_is_in_flight():
     row = ["10.1.1.2", 40000, "10.2.1.2", 5201, "bbr", 5492, 1448, 8262, 248_729, 3_478, 1251, 0, 0, 0,
            2812, 1251, 1251]
-    _, (sock,) = parse_probe_line(json.dumps({"t": 1.0, "s": [row]}))
-    assert (sock.sacked, sock.lost, sock.retrans_out) == (2812, 1251, 1251)
+    _, (sock,), dump_s = parse_probe_line(json.dumps({"t": 1.0, "d": 0.0004, "s": [row]}))
+    assert (sock.sacked, sock.lost, sock.retrans_out, dump_s) == (2812, 1251, 1251, 0.0004)
     assert sock.bytes_in_flight == 5450 * 1448
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from lab_support import requires_lab, scratch_namespace
 
-from longhaul.collectors.live.socket_sampler import SocketSampler, parse_probe_line, probe_argv
+from longhaul.collectors.live.socket_sampler import SocketSampler, Tick, parse_probe_line, probe_argv
 from longhaul.drivers.agents.tcpinfo_probe import NATIVE
 from longhaul.hardware.backends.netns.lab import LAB_EHASH_ENTRIES, own_ehash
 from longhaul.hardware.executors.process import MACHINE, NetnsExecutor, ProcessTable, wait_until
@@ -19,7 +19,7 @@ from longhaul.hardware.executors.process import MACHINE, NetnsExecutor, ProcessT
 pytestmark = [pytest.mark.lab, requires_lab]
 
 
-def _ticks(text: str) -> list[tuple[float, list]]:
+def _ticks(text: str) -> list[Tick]:
     return [tick for tick in map(parse_probe_line, text.splitlines()) if tick]
 
 
@@ -54,16 +54,18 @@ def test_the_c_probe_prints_the_python_probe_s_lines_at_100_hz(tmp_path):
         span = c_ticks[-1][0] - c_ticks[0][0]
         assert span > 2 and len(c_ticks) / span >= 90, (len(c_ticks), span)          # 100 Hz kept
         assert abs(c_ticks[0][0] - time.time()) < 60                                  # the wall clock
-        c_socks = {(s.src, s.sport, s.dst, s.dport) for _, socks in c_ticks for s in socks}
-        py_socks = {(s.src, s.sport, s.dst, s.dport) for _, socks in py_ticks for s in socks}
+        # each reading with its dump's length: well under a millisecond here, for either probe
+        assert all(0 <= tick.dump_s < 0.005 for tick in c_ticks + py_ticks), max(t.dump_s for t in c_ticks + py_ticks)
+        c_socks = {(s.src, s.sport, s.dst, s.dport) for _, socks, _ in c_ticks for s in socks}
+        py_socks = {(s.src, s.sport, s.dst, s.dport) for _, socks, _ in py_ticks for s in socks}
         assert c_socks == py_socks and len(c_socks) == 2        # iperf3's control and data connections
-        data = max(c_socks, key=lambda k: max(s.bytes_acked for _, socks in c_ticks for s in socks
+        data = max(c_socks, key=lambda k: max(s.bytes_acked for _, socks, _ in c_ticks for s in socks
                                               if (s.src, s.sport, s.dst, s.dport) == k))
-        series = [s for _, socks in c_ticks for s in socks if (s.src, s.sport, s.dst, s.dport) == data]
+        series = [s for _, socks, _ in c_ticks for s in socks if (s.src, s.sport, s.dst, s.dport) == data]
         assert {s.cca for s in series} == {"cubic"} and all(s.mss and s.cwnd and s.srtt_ms for s in series)
         acked = [s.bytes_acked for s in series]
         assert acked == sorted(acked) and acked[-1] > 5_000_000                       # 20 Mb/s for 4 s
-        last_py = max((s for _, socks in py_ticks for s in socks if (s.src, s.sport, s.dst, s.dport) == data),
+        last_py = max((s for _, socks, _ in py_ticks for s in socks if (s.src, s.sport, s.dst, s.dport) == data),
                       key=lambda s: s.bytes_acked)
         assert abs(last_py.bytes_acked - acked[-1]) <= 0.05 * acked[-1]              # the same counter
 
@@ -121,7 +123,7 @@ def test_one_c_probe_reads_every_sender_namespace_of_the_machine(tmp_path):
         assert span > 2 and len(ticks) / span >= 90, (host, len(ticks), span)        # 100 Hz in each
     flows = {s.flow: max(x.sock.bytes_acked for x in samples if x.flow == s.flow) for s in samples}
     assert set(flows) == {"f1", "f2"} and min(flows.values()) > 2_500_000             # 10 Mb/s for 4 s each
-    seen = {(s.src, s.sport, s.dst, s.dport) for _, socks in per_host["S2"] for s in socks}
-    seen_inside = {(s.src, s.sport, s.dst, s.dport) for _, socks in _ticks((tmp_path / "inside.jsonl").read_text())
+    seen = {(s.src, s.sport, s.dst, s.dport) for _, socks, _ in per_host["S2"] for s in socks}
+    seen_inside = {(s.src, s.sport, s.dst, s.dport) for _, socks, _ in _ticks((tmp_path / "inside.jsonl").read_text())
                    for s in socks}
     assert seen == seen_inside and {k[3] for k in seen} == {5202}                   # that namespace's sockets only

@@ -233,26 +233,18 @@ seconds = 3
 """
 
 
-DECISION = """
-[decision.map]
-none = "cubic"
-cubic = "bbr"
-"""
-
-
-def test_ops_record_and_run_on_the_vm_lab(vm_run, tmp_path):
-    """`ops record` and `ops run` go through the runner like any profile, so they run on the qemu
-    backend too: two classes recorded on a fleet of their own (two pairs), after the smoke run so
-    the two never overlap; a model trained on them; then Figure 29's adaptive foreground against a
-    CUBIC background on a fresh fleet (the fixed schemes are the same runner path without a
-    model; tests/system/test_ops_record_lab.py runs them, and the suite's time is spent on VMs here). The decision maps cubic to BBR so each
-    recognition shows in the CCA the adaptive foreground used."""
+def test_ops_record_on_the_vm_lab(vm_run, tmp_path):
+    """`ops record` goes through the runner like any profile, so it runs on the qemu backend too:
+    two classes recorded on a fleet of its own (two pairs), booted by UEFI, after the smoke run so
+    the two never overlap; a model trained on the recording. `ops run` is the same runner path with
+    a chooser (tests/system/test_ops_record_lab.py runs its fixed and adaptive schemes on the
+    namespace lab): a second fleet's boot here cost 6.5 minutes of the suite for no path of its own."""
     _, _, before, _ = vm_run
     lab = tmp_path / "lab.toml"
     lab.write_text(OPS_LAB)
     config = write_lab_config(tmp_path, (REPO / "profiles" / "vm-smoke.toml").read_text(), "vm-smoke",
                               verify=TCG_VERIFY)
-    # these fleets boot by UEFI (OVMF), the smoke fleet by BIOS: the image's two firmware paths
+    # this fleet boots by UEFI (OVMF), the smoke fleet by BIOS: the image's two firmware paths
     config.write_text(config.read_text() + f'\n[lab]\nbackend = "qemu"\n[lab.qemu]\nimage = "{IMAGE}"\nfirmware = "uefi"\n')
     out = tmp_path / "ds.csv"
     done = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", "ops", "record", "--lab", str(lab),
@@ -262,6 +254,9 @@ def test_ops_record_and_run_on_the_vm_lab(vm_run, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     meta = json.loads(out.with_suffix(".json").read_text())
     assert meta["complete"] and meta["lab"]["backend"] == "qemu" and meta["lab"]["delay"] == "netem"
+    manifest = json.loads((Path(meta["run_dir"]) / "manifest.json").read_text())
+    assert manifest["backend"] == "qemu" and manifest["features"]["vm_lab"]["firmware"] == "uefi"
+    assert all((v["firmware"], v["secure_boot"]) == ("uefi", False) for v in manifest["features"]["vm_lab"]["vms"].values())
     rows: dict[str, list[float]] = {}
     for line in out.read_text().splitlines()[1:]:
         cls, _, _, _, rtt = line.split(",")
@@ -274,34 +269,8 @@ def test_ops_record_and_run_on_the_vm_lab(vm_run, tmp_path):
     assert busy >= idle + 5, (idle, busy)            # a CUBIC background fills part of the 40 ms queue
     assert set(_namespaces()) <= before
 
-    model, decision = tmp_path / "m.npz", tmp_path / "decision.toml"
-    decision.write_text(DECISION)
-    cli = [sys.executable, "-m", "longhaul.appliance.cli", "ops"]
-    trained = subprocess.run([*cli, "train", str(out), "--probing", "passive", "--w", "2", "--out", str(model)],
+    model = tmp_path / "m.npz"
+    trained = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", "ops", "train", str(out),
+                              "--probing", "passive", "--w", "2", "--out", str(model)],
                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    ran = subprocess.run([*cli, "run", "--lab", str(lab), "--model", str(model), "--decision", str(decision),
-                          "--background", "cubic", "--schemes", "Adaptive", "--duration", "6",
-                          "--period", "3", "--config", str(config), "--out", str(tmp_path / "ops-runs")],
-                         capture_output=True, text=True, timeout=1800, cwd=tmp_path)
-    print(ran.stderr[-4000:], file=sys.stderr)
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    run_dir = Path(ran.stdout.strip().splitlines()[-1])
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["backend"] == "qemu" and manifest["features"]["vm_lab"]["firmware"] == "uefi"
-    assert all((v["firmware"], v["secure_boot"]) == ("uefi", False) for v in manifest["features"]["vm_lab"]["vms"].values())
-    fig29 = json.loads((run_dir / "ops" / "fig29.json").read_text())["schemes"]
-    assert [(f["background"], f["scheme"]) for f in fig29] == [("cubic", "Adaptive")]
-    for scheme in fig29:
-        print(scheme["scheme"], scheme["fg_mbps"], scheme["bg_mbps"], scheme["decisions"])
-        assert 0.5 < scheme["fg_mbps"] <= 10.5 and 0.5 < scheme["bg_mbps"] <= 10.5, scheme   # of 10 Mb/s
-        assert len(scheme["decisions"]) == 2, scheme                  # one per cycle, after its probe
-        assert all(d["class"] in ("none", "cubic", None) and (d["probe_ms"] is None or 15 <= d["probe_ms"] <= 200)
-                   for d in scheme["decisions"])
-    adaptive = fig29[0]["decisions"]
-    # a probe under TCG may deliver fewer than w rounds before a transfer (about 0.6 a second was
-    # seen): then nothing is recognised and the adaptive scheme keeps its fallback, CUBIC
-    mapping = {"none": "cubic", "cubic": "bbr", None: None}
-    assert all(d["ops_cca"] == mapping[d["class"]] and d["cca"] == (d["ops_cca"] or "cubic") for d in adaptive)
-    assert (run_dir / "report.html").is_file()
-    assert set(_namespaces()) <= before
+    assert trained.returncode == 0 and model.is_file(), trained.stderr[-3000:]

@@ -32,16 +32,19 @@ from longhaul.hardware.path_rtt import below_floor
 log = logging.getLogger(__name__)
 
 
-def _tcp_arrivals(launch: Launch, sampler, meter) -> list:
-    return acked_rate.per_second(sampler.samples, launch.spec.port, launch.burst.start_s)
+def _tcp_arrivals(launch: Launch, trial: Trial) -> list:
+    topology = trial.spec.cell.topology
+    # late ACKs are re-timed against what the bottleneck can pass (acked_rate.retimed)
+    ceiling = payload_ceiling_mbps(topology.bottleneck_rate_mbps, topology.mtu, ("tcp",))
+    return acked_rate.per_second(trial.sampler.samples, launch.spec.port, launch.burst.start_s, ceiling)
 
 
-def _udp_arrivals(launch: Launch, sampler, meter) -> list:
+def _udp_arrivals(launch: Launch, trial: Trial) -> list:
     # what a port counts once its burst is over (planned and its client ended, plus the path's
     # delay) is not this burst's
     ends = [t for t in (launch.exited_s, launch.burst.stop_s) if t is not None]
     until = max(ends) + ARRIVAL_TAIL_S if ends else None
-    return arrivals.counted(meter.series.get(launch.spec.port, []), launch.burst.start_s, until)
+    return arrivals.counted(trial.meter.series.get(launch.spec.port, []), launch.burst.start_s, until)
 
 
 # A burst's per-second figures, by protocol, from what arrived (collectors/live/arrivals.py): the
@@ -85,7 +88,7 @@ def summarise(trial: Trial) -> TrialSummary:
             if error:
                 run.errors.append(error)
             if launch.result is not None and not run.tool.counts_arrivals:
-                launch.result.receiver_intervals = ARRIVALS[run.flow.protocol](launch, sampler, meter)
+                launch.result.receiver_intervals = ARRIVALS[run.flow.protocol](launch, trial)
                 launch.result.sender_intervals = []
             if launch.result is not None and run.flow.protocol == "tcp" and launch.result.retransmits is None:
                 launch.result.retransmits = acked_rate.retransmits(sampler.samples, launch.spec.port,
