@@ -13,11 +13,11 @@ PYTEST_ARGS ?=
 LOGS      := build/setup-logs
 STEP      := bash appliance/setup/step.sh
 
-.PHONY: all setup deps venv helpers helper-files telegraf influxd2 image run vm-run test lint check clean-lab bench distclean
+.PHONY: all setup deps venv helpers helper-files bpf telegraf influxd2 image run vm-run test lint check clean-lab bench distclean
 
 all: setup
 
-setup: deps venv helpers telegraf
+setup: deps venv helpers bpf telegraf
 
 deps: $(DEBSTAMP)
 $(DEBSTAMP): appliance/setup/debian-packages.txt appliance/setup/install-debian-packages.sh
@@ -54,6 +54,10 @@ build/lib/liblonghaul_plansim.so: collectors/studies/planning/plansim/plansim.c 
 	$(MAKE) -C collectors/studies/planning/plansim OUT=$(abspath build/lib)
 build/lib/liblonghaul_ccashim.so: drivers/ccashim/ccashim.c drivers/ccashim/Makefile $(DEBSTAMP)
 	$(MAKE) -C drivers/ccashim OUT=$(abspath build/lib)
+# longhaul's BPF congestion controls (hardware/bpf_ccas.py), where the kernel has BTF
+bpf: $(DEBSTAMP)
+	@$(STEP) "BPF congestion controls in build/bpf" $(LOGS)/bpf.log bash appliance/setup/build-bpf.sh build/bpf
+
 # Optional: Telegraf with longhaul's plugins only, where a Go >= 1.25 is here (the machine's own
 # module proxy; the binary is cached in /var/cache/longhaul/telegraf, so a fresh clone copies it in
 # a second); elsewhere `telegraf` on PATH (InfluxData's package) is used (docs/telemetry.md)

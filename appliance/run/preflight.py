@@ -11,6 +11,7 @@ from longhaul.core.errors import ConfigError
 from longhaul.core.tomlsource import load as load_toml
 from longhaul.drivers import ccashim
 from longhaul.drivers.registry import tool_for
+from longhaul.hardware import bpf_ccas
 from longhaul.hardware.backends.base import LabNeeds
 
 
@@ -58,8 +59,9 @@ def check_ccas(config: Config, available: tuple[str, ...] | None) -> None:
             for flow in spec.cell.flows:
                 cca = spec.cell.flow_cca(flow)
                 if flow.protocol == "tcp" and cca not in available:
+                    why = f" ({bpf_ccas.missing_reason(cca)})" if cca in bpf_ccas.BPF_CCAS else ""
                     refuse_flow_key(profile, flow, "cca", cca,
-                                    f"not available on this host; available: {', '.join(available)}",
+                                    f"not available on this host{why}; available: {', '.join(available)}",
                                     fallback=("tuning", "cca"))
 
 

@@ -3,7 +3,7 @@ module (or folder) plus one entry here."""
 
 from __future__ import annotations
 
-from longhaul.hardware import run_marker
+from longhaul.hardware import bpf_ccas, run_marker
 from longhaul.hardware.backends.base import Backend
 from longhaul.hardware.backends.netns.backend import NetnsBackend
 from longhaul.hardware.backends.qemu.backend import QemuBackend
@@ -25,6 +25,7 @@ def leftovers(remove: bool) -> list[str]:
         run_marker.end_stale_processes()
     for backend in BACKENDS.values():
         found += backend.leftovers(remove)
+    found += bpf_ccas.leftovers(remove)     # registered in this machine's kernel, whatever the backend
     if remove:
         run_marker.forget_stale()
     return found

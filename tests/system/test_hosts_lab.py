@@ -212,6 +212,21 @@ def test_a_path_floor_read_while_busy_is_corrected_once_the_delay_is_set(monkeyp
     assert [argv for host, argv in log if host == "R1"].count(["ipfw", "pipe", "delete", "50"]) == 1
 
 
+def test_an_emulated_path_takes_nothing_off_the_delay(monkeypatch):
+    """A lab that says its path has no floor (VMs under TCG): the 3 ms read before shaping is
+    recorded, the routers add the whole 25 ms, and the path reads 28 ms, never below the profile's."""
+    lab, cleanup, log = freebsd_lab(monkeypatch)
+    lab.compensate_path = False
+    readings = [3.0, 28.0]
+    lab._executors["S1"] = EchoingHost("S1", log, readings)
+    lab.build()
+    assert readings == [] and lab.record["path_rtt_checks_ms"] == [3.0, 28.0]
+    assert lab.record["path_rtt_ms"] is None and lab.record["added_rtt_ms"] == 25.0
+    configs = [argv for host, argv in log if host == "R1" and argv[:4] == ["ipfw", "pipe", "50", "config"]]
+    assert [c[c.index("delay") + 1] for c in configs] == ["13"], configs         # half of 25, rounded up, once
+    assert cleanup.close() == []
+
+
 def test_a_freebsd_router_with_our_rule_numbers_taken_is_left_alone(monkeypatch):
     lab, _, log = freebsd_lab(monkeypatch, "00050 allow ip from any to any\n65535 deny ip from any to any\n")
     with pytest.raises(RuntimeError, match="already has ipfw rule 50"):

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from longhaul.core.errors import PreflightError
 from longhaul.core.model import Strict
-from longhaul.hardware import run_marker
+from longhaul.hardware import bpf_ccas, run_marker
 from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
 from longhaul.hardware.backends.netns import leftovers as netns_leftovers
 from longhaul.hardware.backends.netns.features import Features, detect
@@ -28,13 +28,20 @@ class NetnsSettings(Strict):
 class NetnsSession:
     runs_tools_here = True
 
-    def __init__(self, features: Features, procs, trex: TrexSection | None = None):
+    def __init__(self, features: Features, procs, trex: TrexSection | None = None,
+                 bpf: bpf_ccas.Holding | None = None, ccas: tuple[str, ...] = ()):
+        """bpf, ccas: the run's hold on BPF congestion controls, and the algorithms its cells name
+        (the BPF ones among them are registered when the first lab is built)."""
         self.features = features
-        self.congestion_controls = features.congestion_controls
+        self.congestion_controls = features.runnable_ccas
         self._procs = procs
         self._trex = trex
+        self._bpf = bpf
+        self._ccas = ccas
 
     def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> NetnsLab:
+        if self._bpf is not None:
+            self._bpf.ensure(c for c in self._ccas if c in self.features.bpf_ccas)
         topo = dumbbell(tag, spec.pairs, spec.access_rate_mbps, spec.bottleneck_rate_mbps, spec.mtu,
                         generator=self._trex is not None)
         return NetnsLab(topo, spec.link, self.features, self._procs, cleanup, workdir, trex=self._trex)
@@ -68,14 +75,14 @@ class NetnsBackend:
         problems = features.problems()
         if problems:
             raise PreflightError("preflight failed:\n  - " + "\n  - ".join(problems))
-        return Readiness(True, runs_tools_here=True, congestion_controls=features.congestion_controls)
+        return Readiness(True, runs_tools_here=True, congestion_controls=features.runnable_ccas)
 
     @contextmanager
     def session(self, configured, needs: LabNeeds, ctx: RunContext):
         features = preflight()
         # the marker names this run's namespaces, so `longhaul clean` knows whose they are
-        with run_marker.marked(ctx.tag, ctx.run_dir, ctx.procs):
-            yield NetnsSession(features, ctx.procs, configured.trex)
+        with run_marker.marked(ctx.tag, ctx.run_dir, ctx.procs), bpf_ccas.held(ctx.tag) as bpf:
+            yield NetnsSession(features, ctx.procs, configured.trex, bpf, needs.ccas)
 
 
 def preflight_table(features: Features) -> Table:
@@ -93,5 +100,6 @@ def preflight_table(features: Features) -> Table:
     table.add_row("iptables NFQUEUE", yes(features.nfqueue))
     table.add_row("delay-line helper", features.delayline or "[red]not built[/red]")
     table.add_row("congestion controls", " ".join(features.congestion_controls))
+    table.add_row("BPF congestion controls", " ".join(features.bpf_ccas) or bpf_ccas.unavailable_reason() or "none built")
     table.add_row("delay will come from", "netem" if features.netem else "userspace delay line (NFQUEUE)")
     return table

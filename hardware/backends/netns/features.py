@@ -8,6 +8,8 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from longhaul.hardware.bpf_ccas import BPF_CCAS, loadable
+
 TOOLS = ("ip", "tc", "iptables", "iperf3", "fping", "ss", "sysctl")
 
 
@@ -25,6 +27,13 @@ class Features:
     # net.core.rmem_max/wmem_max exist in a namespace (per-namespace on newer kernels); where they
     # do not (Debian 12's 6.1) they are the machine's own, which the lab leaves alone
     core_mem_in_netns: bool = True
+    # longhaul's BPF congestion controls this machine can register for a run (hardware/bpf_ccas.py)
+    bpf_ccas: tuple[str, ...] = ()
+
+    @property
+    def runnable_ccas(self) -> tuple[str, ...]:
+        """What a cell's flows may name here: the kernel's, and the BPF ones a run registers."""
+        return tuple(dict.fromkeys(self.congestion_controls + self.bpf_ccas))
 
     @property
     def delay(self) -> str:
@@ -49,6 +58,8 @@ class Features:
         data["delay"] = self.delay
         data["congestion_controls"] = list(self.congestion_controls)
         data["allowed_congestion_controls"] = list(self.allowed_congestion_controls)
+        data["bpf_ccas"] = {name: {"stands_for": BPF_CCAS[name].stands_for, "sha256": BPF_CCAS[name].sha256()}
+                            for name in self.bpf_ccas}
         return data
 
 
@@ -72,11 +83,13 @@ def detect(delayline_path: Path | None = None) -> Features:
     root = os.geteuid() == 0
     helper = str(delayline_path) if delayline_path and os.access(delayline_path, os.X_OK) else None
     if not (root and tools["ip"] and tools["tc"]):
-        return Features(root, False, False, False, False, available_ccas(), available_ccas("allowed"), tools, helper)
+        return Features(root, False, False, False, False, available_ccas(), available_ccas("allowed"), tools, helper,
+                        bpf_ccas=loadable())
     scratch = f"lh-probe-{os.getpid()}"
     inns = ["ip", "netns", "exec", scratch]
     if not _ok(["ip", "netns", "add", scratch]):
-        return Features(root, False, False, False, False, available_ccas(), available_ccas("allowed"), tools, helper)
+        return Features(root, False, False, False, False, available_ccas(), available_ccas("allowed"), tools, helper,
+                        bpf_ccas=loadable())
     try:
         _ok(inns + ["ip", "link", "set", "lo", "up"])
         found = {}
@@ -90,4 +103,4 @@ def detect(delayline_path: Path | None = None) -> Features:
     finally:
         _ok(["ip", "netns", "del", scratch])
     return Features(root, found["netem"], found["tbf"], found["htb"], nfqueue, available_ccas(),
-                    available_ccas("allowed"), tools, helper, core_mem)
+                    available_ccas("allowed"), tools, helper, core_mem, loadable())

@@ -116,7 +116,8 @@ class QemuBackend:
     def session(self, configured: QemuConfigured, needs: LabNeeds, ctx: RunContext):
         with run_marker.marked(ctx.tag, ctx.run_dir, ctx.procs), _fleet(configured, needs, ctx) as fleet:
             # from here on the VMs are real hosts with an inventory, driven like the ssh backend
-            session = open_session(fleet.inventory_path, needs, ctx.procs, self.name)
+            # under TCG the emulated hops' RTT varies with this machine's load: no floor to take off
+            session = open_session(fleet.inventory_path, needs, ctx.procs, self.name, compensate_path=fleet.accel != "tcg")
             session.features.extra["vm_lab"] = fleet.as_dict()
             try:
                 yield session

@@ -36,8 +36,9 @@ class SshSession:
     runs_tools_here = False          # the programs are checked on the hosts by the preflight
     congestion_controls = None
 
-    def __init__(self, inventory: Inventory, features: HostsFeatures, procs, backend: str):
+    def __init__(self, inventory: Inventory, features: HostsFeatures, procs, backend: str, compensate_path: bool = True):
         self.inventory, self.features, self._procs, self._backend = inventory, features, procs, backend
+        self._compensate_path = compensate_path
 
     def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> hosts_lab.HostsLab:
         topo, names = hosts_lab.inventory_dumbbell(self.inventory, tag, spec.pairs, spec.bottleneck_rate_mbps,
@@ -46,7 +47,7 @@ class SshSession:
         if generator is not None and generator.name in self.features.hosts:   # checked: the run needs it
             names[GENERATOR] = generator.name
         lab = hosts_lab.HostsLab(self.inventory, topo, names, spec.link, self.features, self._procs, cleanup,
-                                 workdir, backend=self._backend)
+                                 workdir, backend=self._backend, compensate_path=self._compensate_path)
         # the hosts may not be as found after a failed teardown: say so loudly, not only in the record
         cleanup.push("report hosts not restored", lambda: _say_restored(lab.record))
         return lab
@@ -57,16 +58,17 @@ def _say_restored(record: dict) -> None:
         log.error("real hosts not as found: %s", "; ".join(record["not_restored"]))
 
 
-def open_session(inventory_path: Path, needs: LabNeeds, procs: ProcessTable, backend: str) -> SshSession:
+def open_session(inventory_path: Path, needs: LabNeeds, procs: ProcessTable, backend: str,
+                 compensate_path: bool = True) -> SshSession:
     """Preflight the machines this run uses (longhaul check --inventory's checks and the facts the
-    plans need); PreflightError names every failed check."""
+    plans need); PreflightError names every failed check. compensate_path: as HostsLab's."""
     inventory = load_inventory(inventory_path)
     try:
         features = preflight(inventory, inventory_path, needs.pairs, wants(needs), generator=needs.generator)
     except RuntimeError as exc:
         raise PreflightError(f"preflight failed: {exc}") from None
     features.backend = backend           # the manifest says which backend drove these hosts
-    return SshSession(inventory, features, procs, backend)
+    return SshSession(inventory, features, procs, backend, compensate_path)
 
 
 class SshBackend:
