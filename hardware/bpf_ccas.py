@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from longhaul.core.paths import REPO
 from longhaul.hardware import run_marker
+from longhaul.hardware.tuning import local_ccas
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +31,6 @@ log = logging.getLogger(__name__)
 BUILD_BPF = Path(os.environ.get("LONGHAUL_BPF_DIR") or REPO / "build" / "bpf")
 BTF = Path("/sys/kernel/btf/vmlinux")
 JIT = Path("/proc/sys/net/core/bpf_jit_enable")
-AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 
 
 @dataclass(frozen=True)
@@ -88,17 +89,12 @@ def missing_reason(name: str) -> str:
 
 
 def kernel_ccas() -> tuple[str, ...]:
-    try:
-        return tuple(AVAILABLE.read_text().split())
-    except OSError:
-        return ()
+    return local_ccas()
 
 
 def _bpftool() -> str | None:
-    for path in ("/usr/sbin/bpftool", "/sbin/bpftool", "/usr/local/sbin/bpftool"):
-        if os.access(path, os.X_OK):
-            return path
-    return None
+    """bpftool lives in sbin, which a user's PATH may leave out."""
+    return shutil.which("bpftool", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
 
 
 def _run(argv: list[str]) -> None:
@@ -150,10 +146,12 @@ class Holding:
     def ensure(self, names) -> None:
         for name in dict.fromkeys(names):
             if name in BPF_CCAS and name not in self.mine and name not in kernel_ccas():
-                register(name)
+                # the hold is written before the registration: a SIGKILL between the two leaves
+                # nothing that `longhaul clean` cannot see
                 self.mine.append(name)
                 run_marker.STATE_DIR.mkdir(parents=True, exist_ok=True)
                 _held(self.tag).write_text("\n".join(self.mine) + "\n")
+                register(name)
 
     def close(self) -> None:
         _held(self.tag).unlink(missing_ok=True)

@@ -7,6 +7,8 @@ are raised; the sockets still autotune up to them (iperf3 gets -w only for expli
 
 from __future__ import annotations
 
+from pathlib import Path
+
 # Seed 001 section 2: default ~244 KB (left to the kernel), normal 256 MB, large 1 GB.
 BUFFER_BYTES = {"normal": 256 * 2**20, "large": 2**30}
 
@@ -51,3 +53,13 @@ def router_sysctls() -> dict[str, str]:
 
 def sysctl_argv(settings: dict[str, str]) -> list[list[str]]:
     return [["sysctl", "-q", "-w", f"{key}={value}"] for key, value in settings.items()]
+
+
+def local_ccas(kind: str = "available") -> tuple[str, ...]:
+    """This machine's kernel's congestion controls: `available` (registered) or `allowed` (what a
+    namespace may default to)."""
+    try:
+        text = Path(f"/proc/sys/net/ipv4/tcp_{kind}_congestion_control").read_text()
+    except OSError:
+        return ()
+    return tuple(text.split())

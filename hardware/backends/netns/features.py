@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from longhaul.hardware.bpf_ccas import BPF_CCAS, loadable
+from longhaul.hardware.tuning import local_ccas
 
 TOOLS = ("ip", "tc", "iptables", "iperf3", "fping", "ss", "sysctl")
 
@@ -70,25 +71,17 @@ def _ok(argv: list[str]) -> bool:
         return False
 
 
-def available_ccas(kind: str = "available") -> tuple[str, ...]:
-    try:
-        text = Path(f"/proc/sys/net/ipv4/tcp_{kind}_congestion_control").read_text()
-    except OSError:
-        return ()
-    return tuple(text.split())
-
-
 def detect(delayline_path: Path | None = None) -> Features:
     tools = {tool: shutil.which(tool) for tool in TOOLS}
     root = os.geteuid() == 0
     helper = str(delayline_path) if delayline_path and os.access(delayline_path, os.X_OK) else None
     if not (root and tools["ip"] and tools["tc"]):
-        return Features(root, False, False, False, False, available_ccas(), available_ccas("allowed"), tools, helper,
+        return Features(root, False, False, False, False, local_ccas(), local_ccas("allowed"), tools, helper,
                         bpf_ccas=loadable())
     scratch = f"lh-probe-{os.getpid()}"
     inns = ["ip", "netns", "exec", scratch]
     if not _ok(["ip", "netns", "add", scratch]):
-        return Features(root, False, False, False, False, available_ccas(), available_ccas("allowed"), tools, helper,
+        return Features(root, False, False, False, False, local_ccas(), local_ccas("allowed"), tools, helper,
                         bpf_ccas=loadable())
     try:
         _ok(inns + ["ip", "link", "set", "lo", "up"])
@@ -102,5 +95,5 @@ def detect(delayline_path: Path | None = None) -> Features:
         core_mem = _ok(inns + ["test", "-e", "/proc/sys/net/core/rmem_max"])
     finally:
         _ok(["ip", "netns", "del", scratch])
-    return Features(root, found["netem"], found["tbf"], found["htb"], nfqueue, available_ccas(),
-                    available_ccas("allowed"), tools, helper, core_mem, loadable())
+    return Features(root, found["netem"], found["tbf"], found["htb"], nfqueue, local_ccas(),
+                    local_ccas("allowed"), tools, helper, core_mem, loadable())
