@@ -18,6 +18,7 @@ from pathlib import Path
 
 from longhaul.core.paths import REPO
 from longhaul.hardware.backends.qemu import fleet as qemu_fleet
+from longhaul.hardware.backends.qemu import plan as qemu_plan
 from longhaul.hardware.backends.ssh.inventory import load_inventory
 from longhaul.hardware.executors.process import LocalExecutor, ProcessTable
 from longhaul.hardware.executors.ssh_masters import MASTERS
@@ -39,7 +40,7 @@ def main() -> None:
     procs = ProcessTable()
     pid = os.getpid()
     shown = LocalExecutor("controller", ProcessTable()).run(["ip", "-j", "-4", "addr"]).stdout
-    plan = qemu_fleet.fleet_plan(f"lq{pid}", qemu_fleet.free_index(pid, shown), 1, ns=f"lh-q{pid}")
+    plan = qemu_plan.fleet_plan(f"lq{pid}", qemu_plan.free_index(pid, shown), 1, ns=f"lh-q{pid}")
     fleet = qemu_fleet.VmFleet(plan, REPO / "build" / "image", Path(tempfile.mkdtemp(prefix="lh-sshb-")), procs)
     try:
         fleet.start()

@@ -84,13 +84,13 @@ inside "make run" > "$log" 2>&1 || status=$?
 if [ "${STOCK_TEST:-0}" = 1 ] && [ "$status" = 0 ]; then
   t0=$(date +%s)
   tstatus=0
-  inside "make test PYTEST_ARGS='-p no:cacheprovider -q -rs'" > "$log" 2>&1 || tstatus=$?
+  inside "make test PYTEST_ARGS='-p no:cacheprovider -q -rfs'" > "$log" 2>&1 || tstatus=$?
   {
     echo
     echo "## make test: exit $tstatus in $(( $(date +%s) - t0 )) s"
     echo
     echo '```'
-    grep -E '^SKIPPED|passed|failed' "$log" | tail -40 || true
+    grep -E '^SKIPPED|^FAILED|passed|failed' "$log" | tail -60 || true
     echo '```'
   } >> "$out"
   [ "$tstatus" = 0 ] || status=$tstatus

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 
 from longhaul.collectors.live.acked_rate import CONTROL_BYTES
+from longhaul.collectors.store.reader import load_store
+from longhaul.collectors.store.records import CellEntry
 from longhaul.drivers.jsonlines import json_lines
 from longhaul.reports.render import FAIRNESS_ROWS, fairness_table
 
@@ -52,7 +54,7 @@ def _cell_text(slot: dict | None) -> str:
     return f"{slot['ours']}{std}{paper}"
 
 
-def table(cells: list[dict]) -> list[str]:
+def table(cells: list[CellEntry]) -> list[str]:
     notes: list[str] = []
     t = fairness_table(cells, notes)
     if t is None:
@@ -179,7 +181,7 @@ def write(run_dir: Path, wall_s: float | None) -> str:
         "Each entry: our mean ± standard deviation over the repeats, Mb/s (the paper's value in brackets). "
         "Per-second figures are what the receiver was delivered (sender tcp_info), so a mean is what crossed "
         "the bottleneck.", "",
-        *table(cells), "",
+        *table(load_store(run_dir).entries), "",
         "## Every trial", "", *trials(cells), "",
         "## Over time, per flow (the evidence docs/table2.md reads)", "", *evidence(run_dir, cells, scale), "",
         "## UDT's own view (its sender's perfmon, averaged over its seconds)", "", *udt_evidence(run_dir, cells), "",

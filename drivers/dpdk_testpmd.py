@@ -124,7 +124,7 @@ def bounded(argv: list[str], duration_s: float, prefix_var: str = "lhdp-$$") -> 
     script = (f"trap : INT TERM; exec 2>&1; "
               f"timeout --foreground --preserve-status -s INT -k 5 {duration_s:g} {quoted}; rc=$?; "
               f"rmdir {RUNTIME_DIR}/{prefix_var} 2>/dev/null; exit $rc")
-    return ["sh", "-c", script]
+    return ["sh", "-c", script, EXECUTABLE]        # $0: the program it runs
 
 
 def device(options: dict) -> str:

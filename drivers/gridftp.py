@@ -45,6 +45,7 @@ MIB = 1048576                   # globus-url-copy's "MB/sec" is MiB per second
 MARKER_PERIOD_S = 5.0           # the server's performance-marker period (not settable from globus-url-copy)
 
 # Run a command after making sure a directory exists: argv-safe, no quoting of paths into a script.
+SERVER, CLIENT = "globus-gridftp-server", "globus-url-copy"
 _MKDIR_EXEC = 'mkdir -p "$1" && shift && exec "$@"'
 # Disk source: write the file, send it, remove it on any exit (trial stops send SIGTERM to the group).
 # The source file is written before the trial's clock starts (GridFTP.prepare): a burst times the
@@ -80,7 +81,7 @@ def server_argv(spec: BurstSpec) -> list[str]:
     executor's process group). Its log, with the TRANSFER level, goes unbuffered to stdout, which the
     trial hands to parse; the netlogger transfer log is also kept in the workdir."""
     host = bind_host(spec)
-    argv = ["env", f"GLOBUS_HOSTNAME={host}", "globus-gridftp-server",
+    argv = ["env", f"GLOBUS_HOSTNAME={host}", SERVER,
             "-c", "/dev/null",                       # no host config (/etc/gridftp.conf sets port 2811)
             "-aa", "-anonymous-user", "root", "-allow-root",  # root: write files in the burst's workdir
             "-p", str(control_port(spec)),
@@ -90,7 +91,7 @@ def server_argv(spec: BurstSpec) -> list[str]:
             "-log-level", "error,warn,info,transfer",
             "-logfile", "/dev/stdout", "-log-module", "stdio:buffer=0",
             "-log-transfer", str(transfer_log_path(spec))]
-    return ["sh", "-c", _MKDIR_EXEC, "sh", str(spec.workdir), *argv]
+    return ["sh", "-c", _MKDIR_EXEC, SERVER, str(spec.workdir), *argv]     # $0: the program it becomes
 
 
 def _url(host: str, port: int | str, path: PurePosixPath | str) -> str:
@@ -118,7 +119,7 @@ def client_argv(spec: BurstSpec) -> list[str]:
         raise ValueError(f"unknown storage {spec.storage!r}")
     host, port = bind_host(spec), control_port(spec)
     # -fast: MODE E even for one stream, so the server sends performance markers for any -p
-    argv = ["globus-url-copy", "-vb", "-fast", "-p", str(max(1, spec.streams))]
+    argv = [CLIENT, "-vb", "-fast", "-p", str(max(1, spec.streams))]
     if spec.window_bytes:
         argv += ["-tcp-bs", str(spec.window_bytes)]
     if spec.duration_s is not None:
@@ -130,13 +131,13 @@ def client_argv(spec: BurstSpec) -> list[str]:
     _file_bytes(spec)               # refuse a disk burst that does not know its file's size
     src = source_path(spec)
     argv += [f"file://{quote(str(src))}", _url(host, port, receiver_path(spec))]
-    return ["sh", "-c", _DISK_SEND, "sh", str(src), *argv]
+    return ["sh", "-c", _DISK_SEND, argv[0], str(src), *argv]
 
 
 def memory_put_argv(host: str, control_port: int | str, nbytes: int, streams: int = 1) -> list[str]:
     """One PUT of nbytes from memory to the server's /dev/null (a plan replay's transfer; the
     port may be a placeholder its agent fills in)."""
-    return ["globus-url-copy", "-vb", "-fast", "-p", str(max(1, streams)), "-len", str(int(nbytes)),
+    return [CLIENT, "-vb", "-fast", "-p", str(max(1, streams)), "-len", str(int(nbytes)),
             "file:///dev/zero", _url(host, control_port, "/dev/null")]
 
 
@@ -250,7 +251,7 @@ class GridFTP:
     port, and it starts in about 0.5 s, well inside the trial's server lead."""
 
     name = "gridftp"
-    executables = ("globus-gridftp-server", "globus-url-copy")
+    executables = (SERVER, CLIENT)
     shared_servers = False
     sets_cca = False               # the trial's LD_PRELOAD shim sets it per socket
     counts_arrivals = False        # -vb reports every 5 s; the sender's tcp_info every 0.1 s

@@ -195,6 +195,7 @@ def profile_source(streams: list[StreamDecl], title: str = "longhaul background"
 
 RUNNER = r'''# longhaul TRex STL runner: loads a profile, runs it on TRex through trex.stl.api, prints JSON lines
 import json, os, signal, sys, tempfile, time
+sys.dont_write_bytecode = True     # the profile is imported from a temporary file: no __pycache__ beside it
 args = json.loads(sys.argv[1])
 sys.path.insert(0, os.path.join(args["trex_path"], "automation/trex_control_plane/interactive"))
 from trex.stl.api import STLClient, STLProfile

@@ -59,6 +59,12 @@ BPF_CCAS = {cca.name: cca for cca in (
 )}
 
 
+def stand_in(cca: str) -> str | None:
+    """The BPF congestion control written after kernel module `cca` (H-TCP, Scalable TCP), if any;
+    Reno has its own in every kernel."""
+    return next((b.name for b in BPF_CCAS.values() if b.stands_for == cca and cca != "reno"), None)
+
+
 def unavailable_reason() -> str | None:
     """Why this machine cannot register BPF congestion controls (None: it can)."""
     if os.geteuid() != 0:

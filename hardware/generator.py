@@ -1,8 +1,9 @@
-"""A TRex traffic generator inside a lab this machine builds (the embedded lab's namespace G1):
-TRex on Linux interfaces (DPDK's af_packet driver on the generator's veth: about 1 Mpps, no NIC
-bound to DPDK), its platform configuration generated from the lab's addresses, its server started
-with the lab and stopped with it. An inventory's generator host (ssh backend) runs its own TRex on
-DPDK ports instead (docs/hardware.md).
+"""A TRex traffic generator inside a lab this machine builds: in the embedded lab the namespace
+G1, TRex on Linux interfaces (DPDK's af_packet driver on the generator's veth: about 1 Mpps, no
+NIC bound to DPDK); in the qemu lab the VM G1, TRex on a virtio-net PCI port bound to DPDK. Its
+platform configuration is generated from the lab's addresses, its server started with the lab and
+stopped with it. An inventory's generator host (ssh backend) runs its own TRex instead
+(docs/hardware.md).
 
 The engineer brings the release tree (`[lab.trex] path`): TRex cannot be installed from Debian's
 archive, so a lab without one has no generator and refuses `trex` flows at preflight."""
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pydantic import Field
 
@@ -20,7 +21,7 @@ from longhaul.core.errors import SettingError
 from longhaul.core.model import Strict
 from longhaul.drivers.tool import listening
 from longhaul.drivers.trex_stl import API_SUBDIR, RPC_PORT, server_argv
-from longhaul.hardware.executors.process import Executor, Process, wait_until
+from longhaul.hardware.executors.process import Executor, Process, wait_until, write_file
 
 CONFIG_FILE = "trex_cfg.yaml"
 LOG_FILE, ERR_FILE = "trex-server.log", "trex-server.err"
@@ -56,18 +57,27 @@ def configured_tree(section: TrexSection | None, config_dir: Path) -> TrexSectio
 
 @dataclass(frozen=True)
 class TrexPort:
-    iface: str          # the generator's interface, as its kernel names it
+    iface: str | None   # the generator's interface, as its kernel names it (af_packet), or None ...
     ip: str             # TRex's address on it (the source of its packets)
     gateway: str        # the next hop TRex resolves by ARP (the lab's router)
+    pci: str | None = None      # ... a PCI port bound to DPDK (0000:00:10.0)
+
+    def interface(self, index: int) -> str:
+        """The port as trex_cfg.yaml's `interfaces` names it: TRex takes a PCI address without
+        its domain (bus:device.function), a Linux interface as an af_packet virtual device."""
+        if self.pci:
+            domain, rest = self.pci.split(":", 1)
+            return rest if int(domain, 16) == 0 else self.pci
+        return f"--vdev=net_af_packet{index},iface={self.iface}"
 
 
 def platform_config(ports: list[TrexPort]) -> str:
-    """TRex's trex_cfg.yaml for Linux interfaces. TRex runs ports in pairs; a lab generator has
-    one port into R1, so the pair's other port is TRex's "dummy" placeholder. Written as JSON,
-    which YAML reads as it is."""
+    """TRex's trex_cfg.yaml for its ports. TRex runs ports in pairs; a lab generator has one port
+    into R1, so the pair's other port is TRex's "dummy" placeholder. Written as JSON, which YAML
+    reads as it is."""
     if not ports:
         raise ValueError("a TRex generator needs at least one port")
-    interfaces = [f"--vdev=net_af_packet{i},iface={p.iface}" for i, p in enumerate(ports)]
+    interfaces = [p.interface(i) for i, p in enumerate(ports)]
     info = [{"ip": p.ip, "default_gw": p.gateway} for p in ports]
     if len(ports) % 2:
         interfaces.append("dummy")
@@ -81,12 +91,15 @@ def rpc_listening(executor: Executor) -> bool:
     return out.returncode == 0 and bool(out.stdout.strip())
 
 
-def start_server(executor: Executor, section: TrexSection, ports: list[TrexPort], workdir: Path) -> Process:
+def start_server(executor: Executor, section: TrexSection, ports: list[TrexPort], workdir: Path,
+                 host_dir: str | None = None) -> Process:
     """TRex's server on the generator host, configured for `ports`; returned once its RPC port
-    listens (the caller stops it with the lab). Its log is kept in the lab's directory."""
-    cfg = Path(workdir) / CONFIG_FILE
-    cfg.write_text(platform_config(ports))
-    proc = executor.start(server_argv(section.path, str(cfg), section.cores), label=f"trex-{executor.name}",
+    listens (the caller stops it with the lab). Its configuration is written on the host into
+    host_dir, which exists (default: workdir, which a namespace shares with this machine); its log
+    is kept in the lab's directory here."""
+    cfg = str(PurePosixPath(host_dir or str(workdir)) / CONFIG_FILE)
+    write_file(executor, cfg, platform_config(ports))
+    proc = executor.start(server_argv(section.path, cfg, section.cores), label=f"trex-{executor.name}",
                           stdout=Path(workdir) / LOG_FILE, stderr=Path(workdir) / ERR_FILE)
     try:
         wait_until(lambda: proc.poll() is not None or rpc_listening(executor), section.start_timeout_s, interval=0.5,

@@ -45,6 +45,25 @@ class HostWatch:
         if self._lost:
             raise HostLost(self._lost)
 
+    def settle(self) -> dict[str, str]:
+        """After a trial failed for another reason: whether a host that went with it is the cause.
+        A tool's SSH session can break (a new one time out) before the watch's next checks; each
+        host not yet lost is asked now, up to `misses` times, and one that never answers is lost
+        like any other (at most misses x timeout_s). The hosts lost."""
+        with ThreadPoolExecutor(max_workers=max(1, len(self.executors))) as pool:
+            hosts = [h for h in self.executors if h not in self._lost]
+            t0 = time.monotonic()
+            answered = dict(zip(hosts, pool.map(self._answers, hosts)))
+        for host, ok in answered.items():
+            if not ok and host not in self._lost:
+                why = f"no answer over SSH for {time.monotonic() - t0:.0f} s ({self.misses} checks of {self.timeout_s:g} s)"
+                self.executors[host].fence(why)
+                self._lost[host] = why
+        return self.lost()
+
+    def _answers(self, host: str) -> bool:
+        return any(self.executors[host].alive(self.timeout_s) for _ in range(self.misses))
+
     def __enter__(self) -> HostWatch:
         if self.executors:
             self._thread = threading.Thread(target=self._watch, name="host-watch", daemon=True)

@@ -18,6 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from longhaul.collectors.store.reader import TrialSeries
+from longhaul.collectors.store.records import CellEntry
 from longhaul.reports.fmt import num
 
 WIDTH_IN, HEIGHT_IN = 7.2, 2.3
@@ -117,24 +118,24 @@ def flow_retrans_timeseries(cell_id: str, trial: int, series: TrialSeries, color
         return to_svg(fig, f"rtx-{cell_id}")
 
 
-def throughput_bars(cells: list[dict], colors: dict[str, str]) -> str | None:
+def throughput_bars(cells: list[CellEntry], colors: dict[str, str]) -> str | None:
     """Mean throughput per cell and flow, error bars = std over repeats, paper values as markers."""
-    groups = [c for c in cells if (c.get("stats") or {}).get("flows")]
+    groups = [c for c in cells if c.stats and c.stats.flows]
     if not groups:
         return None
     names = list(colors)
-    width = 0.8 / max(1, max(len(c["stats"]["flows"]) for c in groups))
+    width = 0.8 / max(1, max(len(c.stats.flows) for c in groups))
     with new_figure(height=HEIGHT_IN + 0.5, frame=None) as (fig, ax):
         seen: set[str] = set()
         for x, cell in enumerate(groups):
-            flows = [n for n in names if n in cell["stats"]["flows"]]
-            refs = ((cell.get("reference") or {}).get("values")) or {}
+            flows = [n for n in names if n in cell.stats.flows]
+            refs = (cell.reference or {}).get("values") or {}
             for j, name in enumerate(flows):
                 pos = x + (j - (len(flows) - 1) / 2) * width
-                st = cell["stats"]["flows"][name]
+                st = cell.stats.flows[name]
                 # one repeat has no spread (the store's std 0.0 for n = 1 is not a measurement)
-                spread = (st.get("std_mbps") or 0) if (st.get("n") or 0) >= 2 else None
-                ax.bar(pos, st["mean_mbps"], width * 0.9, yerr=spread,
+                spread = (st.std_mbps or 0) if st.n >= 2 else None
+                ax.bar(pos, st.mean_mbps, width * 0.9, yerr=spread,
                        capsize=3, color=colors[name], label=None if name in seen else name)
                 seen.add(name)
                 if num(refs.get(name)) is not None:
@@ -148,10 +149,10 @@ def throughput_bars(cells: list[dict], colors: dict[str, str]) -> str | None:
         return to_svg(fig, "bars")
 
 
-def _bar_label(cell: dict) -> str:
-    labels = cell.get("labels") or {}
+def _bar_label(cell: CellEntry) -> str:
+    labels = cell.labels or {}
     extra = " · ".join(str(labels[k]) for k in ("column", "mode") if labels.get(k))
-    return f"{cell['id']}\n{extra}" if extra else str(cell["id"])
+    return f"{cell.id}\n{extra}" if extra else str(cell.id)
 
 
 @contextlib.contextmanager

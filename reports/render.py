@@ -17,8 +17,19 @@ from typing import Sequence
 import jinja2
 from jinja2.environment import TemplateModule
 
+from longhaul.collectors.store.format import CCA_STAND_INS
 from longhaul.collectors.store.influx.spool import shipping_summary
 from longhaul.collectors.store.reader import StoredRun, TrialSeries, load_store
+from longhaul.collectors.store.records import (
+    CellEntry,
+    CellStats,
+    FlowDecl,
+    FlowStats,
+    JainStats,
+    Measure,
+    Setting,
+    Verification,
+)
 from longhaul.reports import plots
 from longhaul.reports.fmt import DASH, fmt, fmt_mbps, fmt_std, mean, mean_std, num, spread
 from longhaul.reports.sections import Section, figure
@@ -145,8 +156,8 @@ def _render_sections(env: jinja2.Environment, store: StoredRun, sections: Sequen
 
 
 def build_context(store: StoredRun) -> dict:
-    cells = store.cells
-    series = {c["id"]: _load_series(store, c) for c in cells[:MAX_CELL_SECTIONS]}
+    cells = store.entries
+    series = {c.id: _load_series(store, c) for c in cells[:MAX_CELL_SECTIONS]}
     colors = plots.flow_colors([n for c in cells for n in _flow_names(c)])
     notes = _notes(store, series)
     fairness = fairness_table(cells, notes)
@@ -156,7 +167,7 @@ def build_context(store: StoredRun) -> dict:
         "results": [_result_row(c) for c in cells],
         "fairness": fairness,
         "bars": figure(plots.throughput_bars(cells, colors)),
-        "cells": [_cell_section(c, series[c["id"]], colors) for c in cells[:MAX_CELL_SECTIONS]],
+        "cells": [_cell_section(c, series[c.id], colors) for c in cells[:MAX_CELL_SECTIONS]],
         "notes": notes,
     }
 
@@ -179,24 +190,24 @@ def _duration(start: str | None, end: str | None) -> str:
 
 def _header(store: StoredRun) -> dict:
     m = store.manifest
-    lh, host, features = m.get("longhaul") or {}, m.get("host") or {}, m.get("features") or {}
-    revision = lh.get("git_revision") or DASH
-    if lh.get("git_dirty"):
+    lh, host, features = m.longhaul, m.host, m.features or {}
+    revision = lh.git_revision or DASH
+    if lh.git_dirty:
         revision += " (uncommitted changes)"
     return {
-        "run_id": m.get("run_id") or store.summary.get("run_id") or store.run_dir.name,
+        "run_id": store.run_id,
         "status": store.status, "complete": store.status == "complete",
-        "started": _when(m.get("started")),
-        "finished": _when(m.get("finished")) if m.get("finished") else "not recorded",
-        "duration": _duration(m.get("started"), m.get("finished")),
-        "host": " · ".join(str(host[k]) for k in ("hostname", "os") if host.get(k)) or DASH,
-        "kernel": host.get("kernel") or DASH, "backend": m.get("backend") or DASH,
+        "started": _when(m.started),
+        "finished": _when(m.finished) if m.finished else "not recorded",
+        "duration": _duration(m.started, m.finished),
+        "host": " · ".join(str(v) for v in (host.hostname, host.os) if v) or DASH,
+        "kernel": host.kernel or DASH, "backend": m.backend or DASH,
         "delay": features.get("delay") or DASH,
         "ccas": ", ".join(features.get("congestion_controls") or []) or DASH,
-        "tools": sorted((m.get("tools") or {}).items()),
-        "longhaul_version": lh.get("version") or DASH, "git_revision": revision,
-        "config_path": m.get("config_path") or DASH,
-        "profiles": [(n, (p or {}).get("description") or "") for n, p in (m.get("profiles") or {}).items()],
+        "tools": sorted((m.tools or {}).items()),
+        "longhaul_version": lh.version or DASH, "git_revision": revision,
+        "config_path": m.config_path or DASH,
+        "profiles": [(n, p.description or "") for n, p in m.profiles.items()],
         "lab_kernels": _lab_kernels(features.get("kernels") or {}),
         "vm_lab": _vm_lab(features.get("vm_lab")),
         "influx": shipping_summary(store.run_dir),
@@ -221,72 +232,65 @@ def _vm_lab(vm: dict | None) -> str:
             f"{vm.get('accel_why')}; {vm.get('memory_mb')} MB per VM; booted in {boots or DASH}")
 
 
-def _verification_row(cell: dict) -> dict:
-    lab = cell.get("lab") or {}
-    rtt, rate = lab.get("rtt_ms") or {}, lab.get("rate_mbps") or {}
-    ok = lab.get("ok")
-    return {"id": cell["id"],
-            "rtt_conf": fmt(rtt.get("configured")), "rtt_meas": fmt(rtt.get("measured")),
-            "rate_conf": fmt(rate.get("configured")), "rate_meas": fmt(rate.get("measured")),
-            "queue": _fmt_bytes((lab.get("queue_bytes") or {}).get("configured")),
-            "verdict": "ok" if ok is True else "not ok" if ok is False else "not verified",
-            "ok": ok is True}
+def _verification_row(cell: CellEntry) -> dict:
+    lab = cell.lab or Verification()
+    rtt, rate, queue = lab.rtt_ms or Measure(), lab.rate_mbps or Measure(), lab.queue_bytes or Setting()
+    return {"id": cell.id,
+            "rtt_conf": fmt(rtt.configured), "rtt_meas": fmt(rtt.measured),
+            "rate_conf": fmt(rate.configured), "rate_meas": fmt(rate.measured),
+            "queue": _fmt_bytes(queue.configured),
+            "verdict": "ok" if lab.ok is True else "not ok" if lab.ok is False else "not verified",
+            "ok": lab.ok is True}
 
 
-def _result_row(cell: dict) -> dict:
-    stats = cell.get("stats") or {}
-    flows = [{"name": n, "text": mean_std(s.get("mean_mbps"), s.get("std_mbps"), s.get("n", 0)),
-              "n": s.get("n", 0)} for n, s in (stats.get("flows") or {}).items()]
-    jain = stats.get("jain") or {}
-    rtts = [t["rtt"] for t in _ok_trials(cell) if t.get("rtt")]
-    return {"id": cell["id"], "scenario": cell.get("scenario") or DASH,
+def _result_row(cell: CellEntry) -> dict:
+    stats = cell.stats or CellStats()
+    flows = [{"name": n, "text": mean_std(s.mean_mbps, s.std_mbps, s.n), "n": s.n} for n, s in stats.flows.items()]
+    jain = stats.jain
+    rtts = [t.rtt for t in cell.ok_trials if t.rtt]
+    return {"id": cell.id, "scenario": cell.scenario or DASH,
             "params": _params(cell), "flows": flows,
-            "jain": mean_std(jain.get("mean"), jain.get("std"), jain.get("n", 0), _fmt_jain,
-                             _fmt_jain) if jain else DASH,
-            "infl_median": fmt(mean(r.get("inflation_median_ms") for r in rtts)),
-            "infl_p95": fmt(mean(r.get("inflation_p95_ms") for r in rtts)),
-            "infl_max": fmt(max((v for r in rtts if (v := num(r.get("inflation_max_ms"))) is not None),
-                                default=None)),
-            "trials": f"{len(_ok_trials(cell))}/{len(cell['trials'])}"}
+            "jain": mean_std(jain.mean, jain.std, jain.n, _fmt_jain, _fmt_jain) if jain else DASH,
+            "infl_median": fmt(mean(r.inflation_median_ms for r in rtts)),
+            "infl_p95": fmt(mean(r.inflation_p95_ms for r in rtts)),
+            "infl_max": fmt(max((v for r in rtts if (v := num(r.inflation_max_ms)) is not None), default=None)),
+            "trials": f"{len(cell.ok_trials)}/{len(cell.trials)}"}
 
 
-def fairness_table(cells: list[dict], notes: list[str]) -> dict | None:
+def fairness_table(cells: list[CellEntry], notes: list[str]) -> dict | None:
     """Seed 000 Table 2 layout: rows (mode, role) plus Jain, columns from labels.column."""
     placed = [c for c in cells
-              if (c.get("labels") or {}).get("mode") in ("dedicated", "shared")
-              and (c.get("labels") or {}).get("column")]
+              if (c.labels or {}).get("mode") in ("dedicated", "shared") and (c.labels or {}).get("column")]
     if not placed:
         return None
-    columns = list(dict.fromkeys(c["labels"]["column"] for c in placed))
+    columns = list(dict.fromkeys(c.labels["column"] for c in placed))
     slots: dict[tuple, dict] = {}
     for cell in placed:
-        mode, column = cell["labels"]["mode"], cell["labels"]["column"]
-        refs = (cell.get("reference") or {}).get("values") or {}
-        stats = cell.get("stats") or {}
+        mode, column = cell.labels["mode"], cell.labels["column"]
+        refs = (cell.reference or {}).get("values") or {}
+        stats = cell.stats or CellStats()
         for name, role in _flow_roles(cell).items():
-            s = (stats.get("flows") or {}).get(name) or {}
-            _place(slots, (mode, role, column), _slot(cell, s.get("mean_mbps"), s.get("std_mbps"),
-                                                     s.get("n", 0), refs.get(name), fmt_mbps, fmt_std),
-                   notes)
+            s = stats.flows.get(name) or FlowStats()
+            _place(slots, (mode, role, column), _slot(cell, s.mean_mbps, s.std_mbps, s.n, refs.get(name),
+                                                     fmt_mbps, fmt_std), notes)
         if mode == "shared":
-            j = stats.get("jain") or {}
-            _place(slots, ("jain", column), _slot(cell, j.get("mean"), j.get("std"), j.get("n", 0),
-                                                  refs.get("jain"), _fmt_jain, _fmt_jain), notes)
+            j = stats.jain or JainStats()
+            _place(slots, ("jain", column), _slot(cell, j.mean, j.std, j.n, refs.get("jain"), _fmt_jain, _fmt_jain),
+                   notes)
     rows = [{"type": type_, "stream": stream, "first": role == "background",
              "cells": [slots.get((mode, role, c)) for c in columns]}
             for mode, role, type_, stream in FAIRNESS_ROWS]
     return {"columns": columns, "rows": rows,
             "jain": [slots.get(("jain", c)) for c in columns],
-            "sources": sorted({(c.get("reference") or {}).get("source") or "reference"
-                               for c in placed if c.get("reference")})}
+            "sources": sorted({c.reference.get("source") or "reference" for c in placed if c.reference})}
 
 
 def _fmt_jain(value) -> str:
     return fmt(value, 2)
 
 
-def _slot(cell: dict, mean, std, n: int, paper, formatter, std_formatter) -> dict:
-    return {"cell": cell["id"], "ours": formatter(mean) if num(mean) is not None else None,
+def _slot(cell: CellEntry, mean, std, n: int, paper, formatter, std_formatter) -> dict:
+    return {"cell": cell.id, "ours": formatter(mean) if num(mean) is not None else None,
             "std": spread(std, n, std_formatter), "n": n,
             "paper": formatter(paper) if num(paper) is not None else None}
 
@@ -299,10 +303,10 @@ def _place(slots: dict, key: tuple, slot: dict, notes: list[str]) -> None:
     slots[key] = slot
 
 
-def _cell_section(cell: dict, series: list[tuple[int, TrialSeries]], colors: dict) -> dict:
-    cid = cell["id"]
-    trials = cell["trials"]
-    status = {t.get("trial"): t.get("status") for t in trials}
+def _cell_section(cell: CellEntry, series: list[tuple[int, TrialSeries]], colors: dict) -> dict:
+    cid = cell.id
+    trials = cell.trials
+    status = {t.trial: t.status for t in trials}
     shown = [f"{k}" if status.get(k) == "ok" else f"{k} ({status.get(k)})"
              for k, s in series if s.throughput]
     idle = _idle_rtt(cell)
@@ -325,12 +329,11 @@ def _cell_section(cell: dict, series: list[tuple[int, TrialSeries]], colors: dic
                    f"Segments retransmitted per second per TCP flow, trial {k} (loss as the senders "
                    f"saw it).")]
     figures = [figure(svg, caption) for svg, caption in drawn if svg]
-    return {"id": cid, "scenario": cell.get("scenario") or DASH, "profile": cell.get("profile") or DASH,
-            "params": _params(cell), "labels": cell.get("labels") or {},
-            "flows": [_flow_desc(f) for f in cell["flows"]],
-            "trials": [{"k": t.get("trial"), "status": t.get("status") or "unknown",
-                        "duration": fmt(t.get("duration_s"), 1, " s"), "error": t.get("error") or ""}
-                       for t in trials],
+    return {"id": cid, "scenario": cell.scenario or DASH, "profile": cell.profile or DASH,
+            "params": _params(cell), "labels": cell.labels or {},
+            "flows": [_flow_desc(f) for f in cell.flows],
+            "trials": [{"k": t.trial, "status": t.status or "unknown",
+                        "duration": fmt(t.duration_s, 1, " s"), "error": t.error or ""} for t in trials],
             "figures": figures}
 
 
@@ -340,71 +343,65 @@ def _notes(store: StoredRun, series: dict[str, list[tuple[int, TrialSeries]]]) -
         notes.append(f"Run status is “{store.status}”: results cover only the trials that "
                      f"finished; cells and trials that did not run are listed below.")
     notes += [f"Store: {p}." for p in store.problems]
-    if len(store.cells) > MAX_CELL_SECTIONS:
-        notes.append(f"Per-cell time series are shown for the first {MAX_CELL_SECTIONS} of {len(store.cells)} "
+    if len(store.entries) > MAX_CELL_SECTIONS:
+        notes.append(f"Per-cell time series are shown for the first {MAX_CELL_SECTIONS} of {len(store.entries)} "
                      "cells; every cell's CSVs are in the run directory.")
-    for cell in store.cells:
-        if not cell["trials"]:
-            notes.append(f"Cell {cell['id']}: no trials were run.")
-        for t in cell["trials"]:
-            if t.get("status") != "ok":
-                error = f": {t['error']}" if t.get("error") else ""
-                notes.append(f"Cell {cell['id']} trial {t.get('trial')}: "
-                             f"{t.get('status') or 'unknown status'}{error}.")
-        for k, s in series.get(cell["id"], []):
-            notes += [f"Cell {cell['id']} trial {k}: {p}." for p in s.problems]
-        if (cell.get("lab") or {}).get("ok") is False:
-            notes.append(f"Cell {cell['id']}: lab verification failed; its results are suspect.")
+    for cell in store.entries:
+        if not cell.trials:
+            notes.append(f"Cell {cell.id}: no trials were run.")
+        for t in cell.trials:
+            if not t.ok:
+                error = f": {t.error}" if t.error else ""
+                notes.append(f"Cell {cell.id} trial {t.trial}: {t.status or 'unknown status'}{error}.")
+        for k, s in series.get(cell.id, []):
+            notes += [f"Cell {cell.id} trial {k}: {p}." for p in s.problems]
+        if cell.lab is not None and cell.lab.ok is False:
+            notes.append(f"Cell {cell.id}: lab verification failed; its results are suspect.")
     return notes
 
 
 # ---- helpers -------------------------------------------------------------------------------------
 
-def _load_series(store: StoredRun, cell: dict) -> list[tuple[int, TrialSeries]]:
+def _load_series(store: StoredRun, cell: CellEntry) -> list[tuple[int, TrialSeries]]:
     # Failed trials usually wrote no CSVs; reading them would only add noise to the notes.
-    return [(t["trial"], store.trial_series(cell["id"], t["trial"])) for t in cell["trials"]
-            if t.get("status") != "failed" and isinstance(t.get("trial"), int)]
+    return [(t.trial, store.trial_series(cell.id, t.trial)) for t in cell.trials
+            if t.status != "failed" and isinstance(t.trial, int)]
 
 
-def _ok_trials(cell: dict) -> list[dict]:
-    return [t for t in cell["trials"] if t.get("status") == "ok"]
+def _flow_names(cell: CellEntry) -> list[str]:
+    return [f.name for f in cell.flows if f.name] + list((cell.stats or CellStats()).flows)
 
 
-def _flow_names(cell: dict) -> list[str]:
-    return [f["name"] for f in cell["flows"] if f.get("name")] + \
-        list(((cell.get("stats") or {}).get("flows") or {}))
-
-
-def _flow_roles(cell: dict) -> dict[str, str]:
+def _flow_roles(cell: CellEntry) -> dict[str, str]:
     """Flow name -> role, from the declared flows, else from what the trials recorded."""
-    roles = {f.get("name"): f.get("role") for f in cell["flows"]}
-    for trial in cell["trials"]:
-        for f in trial.get("flows") or []:
-            roles.setdefault(f.get("name"), f.get("role"))
+    roles = {f.name: f.role for f in cell.flows}
+    for trial in cell.trials:
+        for f in trial.flows:
+            roles.setdefault(f.name, f.role)
     return {n: r for n, r in roles.items() if n and r in ("foreground", "background")}
 
 
-def _params(cell: dict) -> list[str]:
-    return [f"{k}={DASH if v is None else v}" for k, v in (cell.get("params") or {}).items()]
+def _params(cell: CellEntry) -> list[str]:
+    shown = [f"{k}={DASH if v is None else v}" for k, v in (cell.params or {}).items()]
+    stand_ins = (cell.labels or {}).get(CCA_STAND_INS) or {}
+    return shown + [f"{asked} ran as {bpf} (BPF; cca_fallback = bpf)" for asked, bpf in stand_ins.items()]
 
 
-def _flow_desc(flow: dict) -> str:
-    parts = [flow.get("tool"), flow.get("protocol"), flow.get("cca"),
-             f"{flow['streams']} streams" if (flow.get("streams") or 1) > 1 else None,
-             f"pair {flow['pair']}" if flow.get("pair") is not None else None]
-    return f"{flow.get('name')} ({flow.get('role') or 'flow'}): " + ", ".join(str(p) for p in parts if p)
+def _flow_desc(flow: FlowDecl) -> str:
+    parts = [flow.tool, flow.protocol, flow.cca, f"{flow.streams} streams" if (flow.streams or 1) > 1 else None,
+             f"pair {flow.pair}" if flow.pair is not None else None]
+    return f"{flow.name} ({flow.role or 'flow'}): " + ", ".join(str(p) for p in parts if p)
 
 
-def _idle_rtt(cell: dict) -> float | None:
-    idle = mean((t.get("rtt") or {}).get("idle_ms") for t in cell["trials"])
+def _idle_rtt(cell: CellEntry) -> float | None:
+    idle = mean(t.rtt.idle_ms for t in cell.trials if t.rtt)
     if idle is None:
-        idle = num(((cell.get("lab") or {}).get("rtt_ms") or {}).get("measured"))
+        idle = num(cell.lab.measured_rtt_ms if cell.lab else None)
     return idle
 
 
-def _bdp_bytes(cell: dict) -> float | None:
-    topo = cell.get("topology") or {}
-    rate, rtt = num(topo.get("bottleneck_rate_mbps")), num(topo.get("rtt_ms"))
+def _bdp_bytes(cell: CellEntry) -> float | None:
+    rate, rtt = num(cell.topology.bottleneck_rate_mbps), num(cell.topology.rtt_ms)
     return rate * 1e6 / 8 * rtt / 1000 if rate and rtt else None
 
 

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from longhaul.appliance.cli import analyze as analyze_cmd
 from longhaul.appliance.cli import influx as influx_cmd
+from longhaul.appliance.cli import netboot as netboot_cmd
 from longhaul.appliance.cli import ops as ops_cmd
 from longhaul.appliance.cli import ops_lab as ops_lab_cmd
 from longhaul.appliance.cli import plan as plan_cmd
@@ -25,7 +26,7 @@ from longhaul.appliance.cli.progress import Progress
 from longhaul.appliance.config.load import load_config
 from longhaul.appliance.config.profiles import load_profile
 from longhaul.appliance.run.jobs import plan
-from longhaul.appliance.run.preflight import check_lab, needs_of
+from longhaul.appliance.run.preflight import check_lab, needs_of, with_fallbacks
 from longhaul.appliance.run.runner import Runner
 from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store import invariants
@@ -108,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     influx_cmd.register(sub)
     ops_lab_cmd.add_parsers(ops_cmd.register(sub))
     schedule_cmd.register(sub)
+    netboot_cmd.register(sub)
     regression_cmd.register(sub)
     plan_cmd.register(sub)
     return parser
@@ -122,8 +124,8 @@ def cmd_run(args) -> int:
             resume = FileRunWriter.open(args.resume)
         except FileNotFoundError as exc:
             raise ConfigError(args.resume, None, ("--resume",), None, str(exc)) from None
-        config = load_config(resume.dir / fmt.CONFIG_SNAPSHOT, list(resume.manifest["profiles"]),
-                             resume.manifest.get("time_scale_override"), profile_dir=resume.dir / fmt.PROFILES_DIR)
+        config = load_config(resume.dir / fmt.CONFIG_SNAPSHOT, list(resume.manifest.profiles),
+                             resume.manifest.time_scale_override, profile_dir=resume.dir / fmt.PROFILES_DIR)
     else:
         config = load_config(args.config, args.profiles, args.time_scale)
     progress = Progress()
@@ -143,7 +145,7 @@ def cmd_run(args) -> int:
     for path in paths:
         print(f"report: {path}")
     print(store.dir)
-    failed = store.manifest.get("status") != "complete"
+    failed = store.manifest.status != "complete"
     return 1 if failed else 0
 
 
@@ -162,7 +164,8 @@ def cmd_check(args) -> int:
         console.print(_tools_table(config))
     if not readiness.ready:
         return 1
-    check_lab(config, readiness.congestion_controls, readiness.runs_tools_here)
+    check_lab(with_fallbacks(config, readiness.congestion_controls), readiness.congestion_controls,
+              readiness.runs_tools_here)
     influx = config.data.store.influx
     if influx is not None:       # the run's own preflight: reachable, credential, database or bucket
         preflight(influx, config.influx_credential).close()

@@ -75,6 +75,10 @@ def check_buffer(value):
 
 class Tuning(Strict):
     cca: str = Field("cubic", pattern=r"^[a-z0-9_]+$")
+    # "bpf": a cca the lab's kernel lacks (htcp, scalable) runs as longhaul's BPF version of it
+    # (hardware/bpf_ccas.py: lh_htcp, lh_scalable) where the lab can register it; the report says so.
+    # "none": such a cell is refused at preflight
+    cca_fallback: Literal["none", "bpf"] = "none"
     buffer: Literal["default", "normal", "large"] | int = "large"
     # NIC offloads on every lab interface (hardware/offloads.py); unset ones are left as found
     offloads: dict[Offload, bool] = {}

@@ -15,8 +15,9 @@ Three stages, each a pure recipe (argv lists) applied here:
 
     python -m longhaul.appliance.image.build --out build/image [--cache /var/cache/longhaul/image]
 
-Output: <out>/longhaul.raw, vmlinuz, initrd.img (the newest kernel, for PXE), manifest.json (what
-went in, the base key, the kernels).
+Output: <out>/longhaul.raw, vmlinuz, initrd.img (the newest kernel, for PXE), filesystem.squashfs
+(the same root for netbooted hosts: live-boot loads it into RAM; hardware/netboot serves it),
+manifest.json (what went in, the base key, the kernels).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from pathlib import Path
 
 from longhaul.appliance.image import boot_kernel, disk
 from longhaul.appliance.image.apt_sources import image_mirrors, read_sources
+from longhaul.hardware.netboot.plan import SQUASHFS
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -121,6 +123,18 @@ def grub_cfg(releases: list[str], append: str = KERNEL_APPEND) -> str:
 
 def fstab() -> str:
     return f"LABEL={ROOT_LABEL} / ext4 defaults,noatime 0 1\n"
+
+
+NETBOOT_FSTAB = "# a netbooted root: live-boot's overlay on the fetched squashfs (it adds its own line)\n"
+
+
+def squashfs_argv(tree: Path, dest: Path, kernels: list[str]) -> list[str]:
+    """The netboot root: the tree without /boot (iPXE fetches the kernel and initrd) and without
+    the modules of kernels other than the newest (the one netbooted), zstd at a level that
+    decompresses fast on a slow host."""
+    excludes = ["boot"] + [f"usr/lib/modules/{k}" for k in kernels[:-1]]
+    return ["mksquashfs", str(tree), str(dest), "-noappend", "-comp", "zstd", "-Xcompression-level", "3",
+            "-no-progress", "-quiet", "-no-xattrs", "-e", *excludes]
 
 
 def run(argv: list[str], **kw) -> subprocess.CompletedProcess:
@@ -244,7 +258,7 @@ def up_to_date(out: Path, key: str, sources: str) -> bool:
     return (manifest.get("base_key"), manifest.get("source_hash")) == (key, sources) and (out / "longhaul.raw").is_file()
 
 
-OUTPUTS = ("longhaul.raw", "vmlinuz", "initrd.img", "manifest.json")
+OUTPUTS = ("longhaul.raw", "vmlinuz", "initrd.img", SQUASHFS, "manifest.json")
 KEEP_BUILT = 3                      # finished images kept in the cache (newest first)
 
 
@@ -309,6 +323,9 @@ def build(out: Path, cache: Path, force: bool = False) -> dict:
         shutil.copy2(tree / "boot/vmlinuz", out / "vmlinuz")
         shutil.copy2(tree / "boot/initrd.img", out / "initrd.img")
         kernels = boot_kernel.kernels_in(tree / "boot")
+        (tree / "etc/fstab").write_text(NETBOOT_FSTAB)        # after the disk: its root keeps its own
+        run(squashfs_argv(tree, out / f"{SQUASHFS}.partial", kernels), stdout=subprocess.DEVNULL)
+        (out / f"{SQUASHFS}.partial").rename(out / SQUASHFS)
         raw.rename(out / "longhaul.raw")
     manifest = {"format": 1, "suite": SUITE, "base_key": key, "source_hash": sources, "kernel": kernels[-1],
                 "kernels": kernels, "revision": git_revision(), "packages": packages, "python": requirements,

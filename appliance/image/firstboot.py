@@ -8,7 +8,10 @@ The seed is read, later sources overriding earlier ones:
    from an earlier boot);
 2. firstboot.toml on a file system labelled LHSEED (a USB stick's partition, a VM's seed disk),
    with any files it names (host keys) beside it; copied to /etc/longhaul/ to persist;
-3. the kernel command line: longhaul.name=R1 longhaul.role=router
+3. a seed served over HTTP, named on the kernel command line by longhaul.seed=URL/ (a netbooted
+   host: `longhaul netboot` serves URL/firstboot.toml and the host key it names); copied to
+   /etc/longhaul/seed like a disk's;
+4. the kernel command line: longhaul.name=R1 longhaul.role=router
    longhaul.mgmt=10.0.9.31/24 longhaul.mgmt_if=eth0 longhaul.gateway=10.0.9.1 (PXE).
 
 Seed format (TOML):
@@ -52,6 +55,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import urllib.request
 from pathlib import Path
 
 ROLES = ("sender", "receiver", "router", "generator", "controller")
@@ -259,6 +263,43 @@ def read_seed_disk() -> tuple[dict, Path | None]:
     return (tomllib.loads(path.read_text()) if path.exists() else {}), keep
 
 
+def seed_url(cmdline: str) -> str | None:
+    for word in cmdline.split():
+        if word.startswith("longhaul.seed="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def fetch_seed(url: str, attempts: int = 30) -> tuple[dict, Path]:
+    """firstboot.toml at URL and the host key it names, into /etc/longhaul/seed. The management
+    interface came up in the initramfs (the root was fetched through it); a server that is
+    restarting gets a few seconds."""
+    base = url if url.endswith("/") else url + "/"
+
+    def get(name: str) -> bytes:
+        for attempt in range(attempts):
+            try:
+                with urllib.request.urlopen(base + name, timeout=10) as r:
+                    return r.read()
+            except OSError:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(1)
+        raise OSError(f"{base}{name}: no answer")
+
+    text = get("firstboot.toml").decode()
+    seed = tomllib.loads(text)
+    keep = ETC / "seed"
+    shutil.rmtree(keep, ignore_errors=True)
+    keep.mkdir(parents=True, mode=0o700)
+    (keep / "firstboot.toml").write_text(text)
+    if seed.get("host_key"):
+        name = Path(seed["host_key"]).name
+        (keep / name).write_bytes(get(name))
+        os.chmod(keep / name, 0o600)
+    return seed, keep
+
+
 def install_identity(seed: dict, seed_dir: Path | None) -> str:
     if seed.get("name"):
         Path("/etc/hostname").write_text(seed["name"] + "\n")
@@ -336,7 +377,12 @@ def main() -> int:
         if seed_dir is None and (ETC / "seed").is_dir():
             seed_dir = ETC / "seed"          # the copy from the first boot
             disk = tomllib.loads((seed_dir / "firstboot.toml").read_text()) if (seed_dir / "firstboot.toml").exists() else {}
-        seed = merge(baked, disk, from_cmdline(Path("/proc/cmdline").read_text()))
+        cmdline = Path("/proc/cmdline").read_text()
+        served: dict = {}
+        url = seed_url(cmdline)
+        if url:
+            served, seed_dir = fetch_seed(url)
+        seed = merge(baked, disk, served, from_cmdline(cmdline))
         validate(seed)
         links = wait_for_links(seed)
         for argv in network_plan(seed, links):

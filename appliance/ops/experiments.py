@@ -16,6 +16,7 @@ from longhaul.appliance.config.load import Config, load_config
 from longhaul.appliance.ops import plans
 from longhaul.appliance.ops.lab import OpsLabFile, active_plan
 from longhaul.appliance.run.runner import Runner
+from longhaul.collectors.store.manifest import RunManifest
 from longhaul.collectors.store.reader import load_store
 from longhaul.collectors.studies.ops import dataset as ops_dataset
 from longhaul.collectors.studies.ops import lab_runs
@@ -62,17 +63,17 @@ def _run(config_path: Path | None, profile_name: str, text: str, plan: dict, out
     lab_runs.write_plan(store.dir, plan)
     if after is not None:
         after(store.dir)
-    return OpsRun(store.dir, store.manifest.get("status", "failed"), failure)
+    return OpsRun(store.dir, store.manifest.status or "failed", failure)
 
 
-def lab_conditions(spec: OpsLabFile, manifest: dict) -> dict:
+def lab_conditions(spec: OpsLabFile, manifest: RunManifest) -> dict:
     """The recording's conditions, as `ops merge` and `ops evaluate --test` compare them."""
     return {"topology": spec.topology.model_dump(), "queue_bytes": spec.topology.queue_bytes,
             "roles": spec.roles.model_dump(), "active_profile": [s.model_dump() for s in spec.active_profile],
-            "kernel": (manifest.get("host") or {}).get("kernel", platform.release()),
-            "features": manifest.get("features"), "tools": manifest.get("tools"),
-            "backend": manifest.get("backend"), "delay": (manifest.get("features") or {}).get("delay"),
-            "run": manifest.get("run_id")}
+            "kernel": manifest.host.kernel or platform.release(),
+            "features": manifest.features, "tools": manifest.tools,
+            "backend": manifest.backend, "delay": (manifest.features or {}).get("delay"),
+            "run": manifest.run_id}
 
 
 def record_dataset(spec: OpsLabFile, classes: dict[str, list[str]], modes: list[str], out_csv: Path,
@@ -97,10 +98,10 @@ def write_recording(spec: OpsLabFile, classes: dict[str, list[str]], modes: list
                     out_csv: Path) -> None:
     rows, missing = lab_runs.recording_rows(run_dir)
     manifest = load_store(run_dir).manifest
-    sidecar = {"format": ops_dataset.FORMAT, "version": ops_dataset.VERSION, "recorded": manifest.get("started"),
+    sidecar = {"format": ops_dataset.FORMAT, "version": ops_dataset.VERSION, "recorded": manifest.started,
                "classes": classes, "modes": modes, "duration_s": spec.record.duration_s,
                "warmup_s": spec.record.warmup_s, "lab": lab_conditions(spec, manifest),
-               "complete": not missing and manifest.get("status") == "complete", "missing": missing,
+               "complete": not missing and manifest.status == "complete", "missing": missing,
                "run_dir": str(run_dir),
                # bursts start on the trial's schedule, aligned with the probe's rounds (t_s = 0)
                "active_cycle_s": active_plan(spec.active_profile)[0], "active_aligned": True}

@@ -44,7 +44,7 @@ from longhaul.collectors.studies.planning.trace import Trace
 from longhaul.drivers.agents.replay_leg import MODULE, SCHEDULE_FORMAT
 from longhaul.drivers.tool import LISTENING_TCP, listening_ports
 from longhaul.hardware.cleanup import CleanupStack
-from longhaul.hardware.executors.process import wait_until
+from longhaul.hardware.executors.process import wait_until, write_file
 
 log = logging.getLogger(__name__)
 COOLDOWN_S = 0.5          # a port is handed out again this long after its client exited (the server re-listens)
@@ -206,7 +206,7 @@ def _put_schedule(executor, schedule: dict, cleanup: CleanupStack) -> str:
     if not path:
         raise RuntimeError(f"mktemp on {executor.name} gave no path")
     cleanup.push(f"remove the leg's schedule on {executor.name}", lambda: executor.run(["rm", "-f", path], check=False))
-    executor.run(["sh", "-c", 'cat > "$1"', "sh", path], input=json.dumps(schedule))
+    write_file(executor, path, json.dumps(schedule))
     return path
 
 

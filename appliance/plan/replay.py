@@ -309,7 +309,7 @@ def _header(config: Config, trace: Trace, lab: ReplayLab, replay_id: str, od_sha
             load_ratios: Sequence[float]) -> dict:
     return {
         "format": REPLAY_FORMAT, "replay_id": replay_id, "started": now_iso(), "finished": None,
-        "status": "running", "error": None, "longhaul": git_revision(REPO), "host": host_info(), "tool": None,
+        "status": "running", "error": None, "longhaul": git_revision(REPO).to_dict(), "host": host_info().to_dict(), "tool": None,
         "tools_passed_over": [],
         "backend": config.backend.name, "features": None, "lab_hosts": {}, "tools": tool_versions(),
         "trace": {"name": trace.name, "transfers": len(trace.transfers), "sources": list(trace.sources),

@@ -4,9 +4,11 @@ with errors at the profile line that asked for it."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 from longhaul.appliance.config.load import Config
 from longhaul.collectors.live import telegraf
+from longhaul.collectors.store.format import CCA_STAND_INS
 from longhaul.core.errors import ConfigError
 from longhaul.core.tomlsource import load as load_toml
 from longhaul.drivers import ccashim
@@ -19,6 +21,7 @@ def needs_of(config: Config) -> LabNeeds:
     """Pairs, tools, congestion controls and programs of every cell of the chosen profiles."""
     tools: list[str] = []
     ccas: list[str] = []
+    fallback: list[str] = []
     pairs = 1
     for profile in config.profiles:
         for spec in profile.cells:
@@ -27,6 +30,8 @@ def needs_of(config: Config) -> LabNeeds:
                 tools += [flow.tool] if flow.tool not in tools else []
                 cca = spec.cell.flow_cca(flow)
                 ccas += [cca] if flow.protocol == "tcp" and cca not in ccas else []
+                if flow.protocol == "tcp" and spec.cell.tuning.cca_fallback == "bpf" and bpf_ccas.stand_in(cca):
+                    fallback += [cca] if cca not in fallback else []
     executables = list(dict.fromkeys(exe for name in tools for exe in tool_for(name).executables))
     if any(flow.protocol == "udp" and not tool_for(flow.tool).counts_arrivals
            for profile in config.profiles for spec in profile.cells for flow in spec.cell.flows):
@@ -35,7 +40,41 @@ def needs_of(config: Config) -> LabNeeds:
         executables.append("ethtool")          # hardware/offloads.py sets them on every lab host
     resolving = tuple(name for name in tools if tool_for(name).resolves_own_address)
     generator = any(tool_for(name).sends_from == "generator" for name in tools)
-    return LabNeeds(pairs, tuple(tools), tuple(ccas), tuple(executables), resolving, generator)
+    return LabNeeds(pairs, tuple(tools), tuple(ccas), tuple(executables), resolving, generator, tuple(fallback))
+
+
+def with_fallbacks(config: Config, available: tuple[str, ...] | None) -> Config:
+    """The config with every cca the lab lacks replaced by its BPF version, in cells whose tuning
+    allows it (cca_fallback = "bpf") on a lab that can run that version (`available`: the lab's
+    runnable congestion controls; None, a lab that checks its hosts itself, gets none). The cell's
+    labels say what stood in for what, for the store and the report."""
+    if available is None:
+        return config
+    profiles = []
+    for profile in config.profiles:
+        cells = []
+        for spec in profile.cells:
+            swap = _stand_ins(spec.cell, available)
+            if swap:
+                cell = spec.cell.model_copy(update={
+                    "tuning": spec.cell.tuning.model_copy(update={"cca": swap.get(spec.cell.tuning.cca, spec.cell.tuning.cca)}),
+                    "flows": [f.model_copy(update={"cca": swap[f.cca]}) if f.cca in swap else f for f in spec.cell.flows]})
+                spec = replace(spec, cell=cell, labels={**spec.labels, CCA_STAND_INS: swap})
+            cells.append(spec)
+        profiles.append(replace(profile, cells=cells))
+    return replace(config, profiles=profiles)
+
+
+def _stand_ins(cell, available: tuple[str, ...]) -> dict[str, str]:
+    if cell.tuning.cca_fallback != "bpf":
+        return {}
+    out = {}
+    for flow in cell.flows:
+        cca = cell.flow_cca(flow)
+        bpf = bpf_ccas.stand_in(cca)
+        if flow.protocol == "tcp" and cca not in available and bpf in available:
+            out[cca] = bpf
+    return out
 
 
 def check_lab(config: Config, congestion_controls: tuple[str, ...] | None, runs_tools_here: bool) -> None:
@@ -60,6 +99,9 @@ def check_ccas(config: Config, available: tuple[str, ...] | None) -> None:
                 cca = spec.cell.flow_cca(flow)
                 if flow.protocol == "tcp" and cca not in available:
                     why = f" ({bpf_ccas.missing_reason(cca)})" if cca in bpf_ccas.BPF_CCAS else ""
+                    bpf = bpf_ccas.stand_in(cca)
+                    if bpf and spec.cell.tuning.cca_fallback == "none" and bpf in available:
+                        why += f" (tuning.cca_fallback = \"bpf\" runs longhaul's {bpf} instead)"
                     refuse_flow_key(profile, flow, "cca", cca,
                                     f"not available on this host{why}; available: {', '.join(available)}",
                                     fallback=("tuning", "cca"))

@@ -20,16 +20,17 @@ from longhaul.appliance.config.load import Config
 from longhaul.appliance.config.profiles import CellSpec
 from longhaul.appliance.run.jobs import Job, PlannedCell, plan, schedule
 from longhaul.appliance.run.phases import Phases
-from longhaul.appliance.run.preflight import check_lab, check_tools, needs_of
+from longhaul.appliance.run.preflight import check_lab, check_tools, needs_of, with_fallbacks
 from longhaul.appliance.run.trial import Chooser, run_trial
 from longhaul.appliance.run.verify import pair_rtts, rtt_problems, shared, verify
 from longhaul.collectors.live.fingerprint import lab_fingerprint
 from longhaul.collectors.live.telegraf import TelegrafFleet
-from longhaul.collectors.store.fingerprint import CONTROLLER, FINGERPRINT, HOSTS
+from longhaul.collectors.store.fingerprint import CONTROLLER, HOSTS
 from longhaul.collectors.store.format import CALIBRATION_LABEL, LAB_DIR, RUN_LOG
 from longhaul.collectors.store.influx.mirror import InfluxMirror, preflight
 from longhaul.collectors.store.influx.points import run_tags
 from longhaul.collectors.store.influx.spool import spool_dir
+from longhaul.collectors.store.manifest import ProfileSource, RunManifest, RunOrder
 from longhaul.collectors.store.provenance import new_run_id, run_manifest, tool_versions
 from longhaul.collectors.store.records import CellEntry, DeclaredCell, FlowDecl, Topology, Verification
 from longhaul.collectors.store.writer import FileRunWriter
@@ -38,6 +39,7 @@ from longhaul.core.paths import REPO
 from longhaul.hardware.backends.base import Lab, LabSpec, LinkSettings, RunContext, Session
 from longhaul.hardware.cleanup import CleanupStack, Interrupted, signals_raise
 from longhaul.hardware.executors.process import ProcessTable
+from longhaul.hardware.host_watch import HostWatch
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +93,13 @@ class Runner:
         influx = config.data.store.influx
         if influx is not None:             # a wrong URL or credential stops the run before any lab
             preflight(influx, config.influx_credential).close()
-        self.out_root.mkdir(parents=True, exist_ok=True)
+        if self.store is None:           # a resumed run has its directory (and its snapshot's dir is not a store)
+            self.out_root.mkdir(parents=True, exist_ok=True)
         with signals_raise(), ExitStack() as stack:
             with self.phases("session"):
                 session = stack.enter_context(config.backend.session(config.lab, needs, ctx))
+            # cells whose cca the lab lacks run its BPF version where they allow it (cca_fallback)
+            self.config = config = with_fallbacks(config, session.congestion_controls)
             check_lab(config, session.congestion_controls, session.runs_tools_here)
             self._session = session
             return self._run(session, run_id, ctx.tag)
@@ -106,8 +111,8 @@ class Runner:
         if resuming:
             self._attach_influx(store)
             store.resumed()
-        order = store.manifest["order"]
-        jobs = schedule(cells, order["mode"], order["seed"], store.done_trials())
+        order = store.manifest.order
+        jobs = schedule(cells, order.mode, order.seed, store.done_trials())
         run_log = _file_handler(store.dir / RUN_LOG)
         logging.getLogger().addHandler(run_log)
         status = "failed"
@@ -144,7 +149,7 @@ class Runner:
         store = self.store = FileRunWriter.create(self.out_root, run_id)
         self._attach_influx(store)
         store.write_manifest(_manifest(self.config, session, [c.spec for c in cells], run_id,
-                                       {"mode": run_cfg.order, "seed": seed}))
+                                       RunOrder(mode=run_cfg.order, seed=seed)))
         store.snapshot_sources(self.config.path.read_text(), {p.name: p.source_text for p in self.config.profiles})
         for planned in cells:   # every cell listed in plan order from the start, whatever the run order
             store.begin_cell(cell_entry(planned.spec, status="pending"))
@@ -178,28 +183,41 @@ class Runner:
             self.progress.start_trial(job.trial, job.repeats)
             trial_dir = store.trial_dir(spec.id, job.trial)
             idle = entry.lab.measured_rtt_ms if entry.lab else None
-            trial = run_trial(lab, spec, job.trial, trial_dir, idle, self.progress.tick,
-                              self.choosers(spec) if self.choosers else None, phases=self.phases)
+            try:
+                trial = run_trial(lab, spec, job.trial, trial_dir, idle, self.progress.tick,
+                                  self.choosers(spec) if self.choosers else None, phases=self.phases)
+            except (TimeoutError, RuntimeError) as exc:      # the trial's set-up failed: a host gone is why?
+                lost = HostWatch({h.name: lab.executor(h.name) for h in lab.topo.hosts}).settle()
+                if not lost:
+                    raise
+                self._trial_ended(spec, entry, store, remaining, ok=False, error=str(exc))
+                self._host_lost(spec, job.trial, sorted(lost), f"{exc}; lost in the trial's set-up")
+                continue
             with self.phases("trial store"):
                 store.record_trial(entry, trial)
             self.progress.end_trial(trial)
-            if not trial.ok:
-                self.failed_cells.add(spec.id)
-            remaining[spec.id] -= 1
-            if remaining[spec.id] == 0:
-                store.end_cell(entry, "complete" if spec.id not in self.failed_cells else "failed")
+            self._trial_ended(spec, entry, store, remaining, ok=trial.ok)
             if trial.lost_hosts:
-                self._host_lost(spec, job.trial, trial)
+                self._host_lost(spec, job.trial, trial.lost_hosts, trial.error)
 
-    def _host_lost(self, spec: CellSpec, trial_no: int, trial) -> None:
+    def _trial_ended(self, spec: CellSpec, entry: CellEntry, store: FileRunWriter, remaining: dict[str, int],
+                     ok: bool, error: str | None = None) -> None:
+        """One trial of the cell fewer to run; the cell ends with its last (failed if any failed)."""
+        if not ok:
+            self.failed_cells.add(spec.id)
+        remaining[spec.id] -= 1
+        if remaining[spec.id] == 0:
+            store.end_cell(entry, "complete" if spec.id not in self.failed_cells else "failed", error)
+
+    def _host_lost(self, spec: CellSpec, trial_no: int, lost_hosts: list[str], error: str | None) -> None:
         """A lab host stopped answering during the trial: the lab is torn down now (the other hosts
         restored; the lost one's commands fail at once), then [run] on_host_failure says whether
         the run stops or goes on with a lab built again."""
         names: dict = (self._lab.record or {}).get("hosts", {}) if self._lab is not None else {}
-        hosts = ", ".join(f"{h} ({names[h]['machine']})" if h in names else h for h in trial.lost_hosts)
+        hosts = ", ".join(f"{h} ({names[h]['machine']})" if h in names else h for h in lost_hosts)
         self._teardown_lab()
         if self.config.data.run.on_host_failure == "stop":
-            raise RuntimeError(f"{hosts} lost in trial {trial_no} of {spec.id} ({trial.error}); the run stops "
+            raise RuntimeError(f"{hosts} lost in trial {trial_no} of {spec.id} ({error}); the run stops "
                                "([run] on_host_failure = 'stop'); `longhaul run --resume RUN_DIR` finishes it once "
                                "the host is back")
         self.progress.message(f"{hosts} lost in trial {trial_no} of {spec.id}; the run goes on (on_host_failure)")
@@ -267,10 +285,10 @@ class Runner:
     def _take_fingerprint(self, lab, store: FileRunWriter, lab_name: str) -> None:
         """Every lab host's and the controller's environment, once a run, as the first lab applied
         it (qdiscs, sysctls); a resumed run keeps the one its first start took."""
-        if FINGERPRINT in store.manifest:
+        if store.manifest.fingerprint is not None:
             return
         found = lab_fingerprint({h.name: lab.executor(h.name) for h in lab.topo.hosts}, lab=lab_name)
-        store.update_manifest(**{FINGERPRINT: found})
+        store.update_manifest(fingerprint=found)
         failed = {name: fp["error"] for name, fp in {CONTROLLER: found[CONTROLLER], **found[HOSTS]}.items()
                   if "error" in fp}
         if failed:
@@ -305,10 +323,10 @@ class Runner:
         the mirrors see it too."""
         if lab.record is None or self.store is None:
             return
-        records = list(self.store.manifest.get("host_tuning", []))
-        if not any(r is lab.record for r in records):
-            records.append(lab.record)
-        self.store.update_manifest(host_tuning=records)
+        records = self.store.manifest.host_tuning
+        # the same record is written again once torn down, holding what the hosts were after
+        known = any(r is lab.record for r in records)
+        self.store.update_manifest(host_tuning=records if known else [*records, lab.record])
 
 
 def _file_handler(path: Path) -> logging.Handler:
@@ -338,10 +356,10 @@ def declared_cell(spec: CellSpec) -> DeclaredCell:
                         labels=spec.labels, reference=spec.reference, cell=spec.cell.model_dump())
 
 
-def _manifest(config: Config, session, cells: list[CellSpec], run_id: str, order: dict) -> dict:
+def _manifest(config: Config, session, cells: list[CellSpec], run_id: str, order: RunOrder) -> RunManifest:
     return run_manifest(
         run_id, repo=REPO, backend=config.backend.name, features=session.features.as_dict(), tools=tool_versions(),
         config_path=str(config.path), config=config.raw, time_scale_override=config.time_scale,
-        profiles={p.name: {"path": str(p.path), "description": p.meta.description, "repeats": p.meta.repeats,
-                           "time_scale": p.meta.time_scale, "source": p.source_text} for p in config.profiles},
-        cells=[declared_cell(c).to_dict() for c in cells], order=order, pid=os.getpid())
+        profiles={p.name: ProfileSource(path=str(p.path), description=p.meta.description, repeats=p.meta.repeats,
+                                        time_scale=p.meta.time_scale, source=p.source_text) for p in config.profiles},
+        cells=[declared_cell(c) for c in cells], order=order, pid=os.getpid())

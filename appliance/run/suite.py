@@ -68,7 +68,7 @@ def verdict(run_dir: Path, profile: str, level: float = DEFAULT_LEVEL
     with the studies' run-level metrics beside the cells'."""
     run = load_store(run_dir)
     runs, _ = suite_runs(Path(run_dir).parent, profile)
-    earlier = [r for r in runs if r.run_id != run.run_id and (r.manifest.get("started") or "") <= (run.manifest.get("started") or "")]
+    earlier = [r for r in runs if r.run_id != run.run_id and (r.manifest.started or "") <= (run.manifest.started or "")]
     if run.status != "complete" or not earlier:
         return run, (earlier[-1] if earlier else None), None
     baseline = earlier[-1]

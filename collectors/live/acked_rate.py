@@ -58,11 +58,12 @@ def per_second(samples, port: int, start_s: float, ceiling_mbps: float | None = 
     end = max(points[-1][0] for points in data.values())
     if not ceiling_mbps:
         return bins({key: [(t, v) for t, v, _ in points] for key, points in data.items()}, end)
-    curves = {key: edges(*(np.array(column, dtype=float) for column in list(zip(*points))[:2]))
+    ceiling_Bps = ceiling_mbps * 1e6 / 8
+    curves = {key: edges(*(np.array(column, dtype=float) for column in list(zip(*points))[:2]), cap=ceiling_Bps)
               for key, points in data.items()}
     flights = {key: (np.array([p[0] for p in points]), np.array([p[2] for p in points], dtype=float))
                for key, points in data.items()}
-    return binned(retimed(curves, flights, ceiling_mbps * 1e6 / 8), end)
+    return binned(retimed(curves, flights, ceiling_Bps), end)
 
 
 def precise(samples: list[Sample]) -> list[Sample]:

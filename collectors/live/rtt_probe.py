@@ -41,8 +41,12 @@ _BURST_LOOP_SH = ('s=$(date +%s.%N); k=0; while :; do echo "T $(date +%s.%N)"; "
                   'k=${r%% *}; sleep "${r#* }"; done')
 
 
+# the loop's name ($0): what `ps` shows and what a command is known by
+LOOP = "longhaul-rtt-loop"
+
+
 def burst_loop_argv(target: str) -> list[str]:
-    return ["sh", "-c", _BURST_LOOP_SH, "sh", *fping.burst_argv(target)]
+    return ["sh", "-c", _BURST_LOOP_SH, LOOP, *fping.burst_argv(target)]
 
 
 def parse_burst_loop(text: str, wall0: float) -> list[RttSample]:

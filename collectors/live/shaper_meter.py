@@ -75,6 +75,7 @@ def saturated_windows(samples: list[tuple], window_s: float = 1.0) -> list[float
 # VM under TCG, and a sample stamped only before it put a 1 s window's rate 15 % off.
 # $3 is the router OS's own counter read (a constant of its module, with "$1" the interface)
 _LOOP_SH = 'while :; do date +%s.%N; eval "$3"; date +=%s.%N; sleep "$2"; done'
+LOOP = "longhaul-shaper-meter"       # the loop's name ($0)
 
 
 def parse_samples(text: str, router: RouterOS = LinuxTc()) -> list[tuple[float, int, int, int]]:
@@ -119,7 +120,7 @@ class ShaperMeter:
         self._proc = None
 
     def __enter__(self):
-        self._proc = self.executor.start(["sh", "-c", _LOOP_SH, "sh", self.ifname, f"{self.period_s:g}",
+        self._proc = self.executor.start(["sh", "-c", _LOOP_SH, LOOP, self.ifname, f"{self.period_s:g}",
                                           self.router.meter_sh],
                                          label="shaper-meter", stdout=self.out_path)
         return self

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from longhaul.core.paths import BUILD_BIN
-from longhaul.hardware.executors.process import CommandError, Executor, Process, wait_until
+from longhaul.hardware.executors.process import CommandError, Executor, Process, wait_until, write_file
 from longhaul.hardware.executors.ssh import map_paths
 
 log = logging.getLogger(__name__)
@@ -242,7 +242,7 @@ class TelegrafFleet:
                 conf = f"{agent.remote_dir}/telegraf.conf"
                 text = self.config(host, agent.output, executor)
                 local_conf.write_text(text)
-                executor.run(["sh", "-c", 'cat > "$1"', "sh", conf], input=text)
+                write_file(executor, conf, text)
             else:
                 local_conf.write_text(self.config(host, agent.output, executor))
                 conf = str(local_conf)

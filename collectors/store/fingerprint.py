@@ -17,10 +17,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from longhaul.collectors.store.manifest import RunManifest
 from longhaul.collectors.store.provenance import CONTROLLER_TOOLS
 from longhaul.drivers.agents.fingerprint import FORMAT, SECTIONS, VERSION
 
-FINGERPRINT = "fingerprint"       # the manifest's key
 CONTROLLER = "controller"
 HOSTS = "hosts"
 PARTIAL = "partial"               # a section or host fingerprint rebuilt from an old run's manifest
@@ -51,23 +51,21 @@ def section(controller: dict, hosts: dict[str, dict], taken: str, lab: str | Non
     return {CONTROLLER: controller, HOSTS: dict(hosts), "taken": taken, "lab": lab}
 
 
-def fingerprint_of(manifest: dict) -> dict | None:
+def fingerprint_of(manifest: RunManifest) -> dict | None:
     """The manifest's fingerprint section; for a run from before it existed, a partial one from the
     manifest's `host` (the controller's kernel) and `tools` (the controller's, renamed as the agent
     names them); None when the manifest has neither."""
-    found = manifest.get(FINGERPRINT)
-    if isinstance(found, dict):
-        return found
-    host = manifest.get("host") or {}
-    tools = manifest.get("tools") or {}
-    if not host.get("kernel") and not tools:
+    if isinstance(manifest.fingerprint, dict):
+        return manifest.fingerprint
+    kernel, tools = manifest.host.kernel, manifest.tools or {}
+    if not kernel and not tools:
         return None
     controller = {"format": FORMAT, "version": VERSION, PARTIAL: True}
-    if host.get("kernel"):
-        controller["kernel"] = {"release": host["kernel"]}
+    if kernel:
+        controller["kernel"] = {"release": kernel}
     if tools:
         controller["tools"] = {CONTROLLER_TOOLS.get(name, name): value for name, value in tools.items()}
-    return {CONTROLLER: controller, HOSTS: {}, "taken": manifest.get("started"), "lab": None, PARTIAL: True}
+    return {CONTROLLER: controller, HOSTS: {}, "taken": manifest.started, "lab": None, PARTIAL: True}
 
 
 # -- flattening and the diff ---------------------------------------------------------------------

@@ -28,6 +28,7 @@ VERIFICATION = "verification.json"     # cells/<id>/verification.json
 TRIAL_PREFIX = "trial-"                # cells/<id>/trial-<k>/
 TRIAL_JSON = "trial.json"
 RAW_DIR = "raw"                        # the tools' own output, unchanged
+CCA_STAND_INS = "cca_stand_ins"        # a cell's labels: {cca asked for: the BPF one that ran} (cca_fallback)
 
 # The trial's tables: file name and columns, in the order they are written.
 THROUGHPUT_CSV = "throughput.csv"

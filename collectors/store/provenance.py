@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from longhaul import __version__
-from longhaul.collectors.store import format as fmt
+from longhaul.collectors.store.manifest import HostInfo, Revision, RunManifest
 from longhaul.drivers.agents.fingerprint import tool_version
 
 
@@ -23,14 +23,14 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def git_revision(repo: Path) -> dict:
+def git_revision(repo: Path) -> Revision:
     def git(*args):
         try:
             return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=5).stdout.strip()
         except (OSError, subprocess.TimeoutExpired):
             return ""
-    return {"version": __version__, "git_revision": git("rev-parse", "HEAD") or None,
-            "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    return Revision(version=__version__, git_revision=git("rev-parse", "HEAD") or None,
+                    git_dirty=bool(git("status", "--porcelain", "--untracked-files=no")))
 
 
 # The manifest's `tools`: its key -> the fingerprint agent's name of the tool (the agent holds how
@@ -44,25 +44,19 @@ def tool_versions() -> dict:
     return {key: tool_version(name) for key, name in CONTROLLER_TOOLS.items()}
 
 
-def host_info() -> dict:
-    return {"hostname": platform.node(), "kernel": platform.release(), "os": _os_release()}
+def host_info() -> HostInfo:
+    return HostInfo(hostname=platform.node(), kernel=platform.release(), os=_os_release())
 
 
 def run_manifest(run_id: str, *, repo: Path, kind: str | None = None, status: str = "running",
-                 finished: bool = False, **sections) -> dict:
-    """manifest.json of a run: the header every run has, then `sections` in the order given
-    (backend, features, tools, config, profiles, cells, ...: docs/results-format.md). `kind` names
-    runs that are not profile runs ("ops-run", "ops-evaluation"); `finished` stamps a run that is
-    written once, complete."""
+                 finished: bool = False, **sections) -> RunManifest:
+    """manifest.json of a run: the header every run has, then `sections` (backend, features,
+    tools, config, profiles, cells, ...: RunManifest's fields; another name is a TypeError).
+    `kind` names runs that are not profile runs ("ops-run", "ops-evaluation"); `finished` stamps a
+    run that is written once, complete."""
     now = now_iso()
-    doc = {"format": fmt.RUN_FORMAT, "version": fmt.CURRENT_VERSION, "run_id": run_id, "started": now,
-           "finished": now if finished else None, "status": status}
-    if kind is not None:
-        doc["kind"] = kind
-    doc.update(longhaul=git_revision(repo), host=host_info())
-    doc.update(sections)
-    doc.setdefault("cells", [])
-    return doc
+    return RunManifest(run_id=run_id, started=now, finished=now if finished else None, status=status, kind=kind,
+                       longhaul=git_revision(repo), host=host_info(), **sections)
 
 
 def _os_release() -> str | None:

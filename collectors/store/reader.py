@@ -27,7 +27,8 @@ from longhaul.collectors.store.format import (
     check_format,
     trial_dir,
 )
-from longhaul.collectors.store.records import CellEntry, DeclaredCell, Topology
+from longhaul.collectors.store.manifest import RunManifest
+from longhaul.collectors.store.records import CellEntry, Topology
 from longhaul.collectors.store.series import Series, TrialSeries, load_trial_series
 from longhaul.collectors.store.upgrade import upgrade
 
@@ -37,39 +38,29 @@ __all__ = ["RUN_FORMAT", "SUMMARY_FORMAT", "Series", "StoreError", "StoreVersion
 
 @dataclass
 class StoredRun:
-    """A run as stored. `entries` are the typed cells; `cells` is the same in the documented JSON
-    shape (summary.json's cells, every optional key present), built once at load for code that
-    reads dicts. `manifest` and `summary` are the documents upgraded to the current version."""
+    """A run as stored. `entries` are the typed cells (collectors/store/records.py: CellEntry);
+    `manifest` (a record) and `summary` are upgraded to the current version."""
 
     run_dir: Path
-    manifest: dict
+    manifest: RunManifest
     summary: dict
     entries: list[CellEntry] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     versions: dict[str, int] = field(default_factory=dict)   # "manifest"/"summary" -> version on disk
 
     @property
-    def cells(self) -> list[dict]:
-        return self.summary.get("cells", [])
-
-    @property
     def run_id(self) -> str:
-        return self.manifest.get("run_id") or self.summary.get("run_id") or self.run_dir.name
+        return self.manifest.run_id or self.summary.get("run_id") or self.run_dir.name
 
     @property
     def status(self) -> str:
         # summary.json is rewritten after every trial, the manifest maybe only at the start, so
         # whichever says something other than "complete"/"running" is the more telling one.
-        states = [self.manifest.get("status"), self.summary.get("status")]
+        states = [self.manifest.status, self.summary.get("status")]
         for bad in ("failed", "interrupted", "running"):
             if bad in states:
                 return bad
         return next((s for s in states if s), "unknown")
-
-    @property
-    def declared(self) -> list[DeclaredCell]:
-        """The manifest's cells: every cell the run was to run, with its whole configuration."""
-        return [DeclaredCell.from_dict(c) for c in self.manifest.get("cells") or [] if isinstance(c, dict)]
 
     def entry(self, cell_id: str) -> CellEntry | None:
         return next((e for e in self.entries if e.id == cell_id), None)
@@ -99,15 +90,15 @@ def load_store(run_dir: Path) -> StoredRun:
     if summary is not None:
         versions["summary"] = summary.get("version")
         summary = upgrade(summary, SUMMARY_FORMAT, run_dir / SUMMARY)
-    manifest = manifest or {}
+    record = RunManifest.from_dict(manifest or {})
     if summary is None:
-        summary = {"run_id": manifest.get("run_id"), "status": manifest.get("status")}
-        cells = _cells_from_cell_files(run_dir, manifest, problems)
+        summary = {"run_id": record.run_id, "status": record.status}
+        cells = _cells_from_cell_files(run_dir, record, problems)
     else:
         cells = [c for c in summary.get("cells") or [] if isinstance(c, dict)]
-    entries = [_entry(c) for c in _merge_declared(cells, manifest)]
+    entries = [_entry(c) for c in _merge_declared(cells, record)]
     summary = {**summary, "cells": [e.to_dict() for e in entries]}
-    return StoredRun(run_dir, manifest, summary, entries, problems, versions)
+    return StoredRun(run_dir, record, summary, entries, problems, versions)
 
 
 def load_json_object(path: Path, problems: list[str], required: bool = True) -> dict | None:
@@ -128,14 +119,12 @@ def load_json_object(path: Path, problems: list[str], required: bool = True) -> 
     return doc
 
 
-def _cells_from_cell_files(run_dir: Path, manifest: dict, problems: list[str]) -> list[dict]:
+def _cells_from_cell_files(run_dir: Path, manifest: RunManifest, problems: list[str]) -> list[dict]:
     """Rebuild summary cells from the files written once per event: verification.json per cell,
     trial.json per finished trial."""
     problems.append(f"{SUMMARY} unavailable: results rebuilt from the per-trial {TRIAL_JSON} files")
     cells = []
-    for declared in manifest.get("cells") or []:
-        if not isinstance(declared, dict) or not declared.get("id"):
-            continue
+    for declared in (c.to_dict() for c in manifest.cells if c.id):
         where = cell_dir(run_dir, declared["id"])
         trials = [t for path in sorted(where.glob(f"{TRIAL_PREFIX}*/{TRIAL_JSON}"))
                   if (t := load_json_object(path, problems)) is not None]
@@ -149,11 +138,10 @@ def _trial_number(trial: dict) -> int:
     return number if isinstance(number, int) else 0
 
 
-def _merge_declared(cells: list[dict], manifest: dict) -> list[dict]:
+def _merge_declared(cells: list[dict], manifest: RunManifest) -> list[dict]:
     """Summary cells plus the manifest's cells that never reached the summary (run cut short)."""
     seen = {c.get("id") for c in cells}
-    return cells + [{**c, "trials": []} for c in manifest.get("cells") or []
-                    if isinstance(c, dict) and c.get("id") not in seen]
+    return cells + [{**c.to_dict(), "trials": []} for c in manifest.cells if c.id not in seen]
 
 
 def _entry(doc: dict) -> CellEntry:

@@ -11,6 +11,7 @@ methods (idempotent) apply each event, so every writer given the same entry agre
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from longhaul.collectors.store import format as fmt
+from longhaul.collectors.store.manifest import RunManifest
 from longhaul.collectors.store.provenance import now_iso
 from longhaul.collectors.store.records import CellEntry, TrialSummary, Verification
 from longhaul.collectors.store.upgrade import upgrade
@@ -33,7 +35,7 @@ class RunWriter(Protocol):
 
     run_id: str
 
-    def write_manifest(self, manifest: dict) -> None: ...
+    def write_manifest(self, manifest: RunManifest) -> None: ...
     def begin_cell(self, entry: CellEntry) -> CellEntry: ...
     def record_verification(self, entry: CellEntry, verification: Verification) -> None: ...
     def record_trial(self, entry: CellEntry, trial: TrialSummary) -> None: ...
@@ -45,11 +47,11 @@ class FileRunWriter:
     """The run directory: manifest.json, summary.json (rewritten after every event, so a crash
     loses at most the trial running), cells/<id>/verification.json and trial-<k>/trial.json."""
 
-    def __init__(self, run_dir: Path, *, manifest: dict | None = None, cells: list[CellEntry] | None = None,
+    def __init__(self, run_dir: Path, *, manifest: RunManifest | None = None, cells: list[CellEntry] | None = None,
                  mirrors: Sequence[RunWriter] = ()):
         self.dir = Path(run_dir)
         self.run_id = self.dir.name
-        self.manifest: dict = manifest if manifest is not None else {}
+        self.manifest = manifest if manifest is not None else RunManifest(run_id=self.run_id)
         self.cells: list[CellEntry] = cells if cells is not None else []
         self.mirrors = list(mirrors)
         self._summary = SummaryText()
@@ -69,7 +71,7 @@ class FileRunWriter:
         for name in (fmt.MANIFEST, fmt.SUMMARY, fmt.CONFIG_SNAPSHOT):
             if not (run_dir / name).is_file():
                 raise FileNotFoundError(f"{run_dir} is not a resumable longhaul run (no {name})")
-        manifest = upgrade(read_json(run_dir / fmt.MANIFEST), fmt.RUN_FORMAT, run_dir / fmt.MANIFEST)
+        manifest = RunManifest.from_dict(upgrade(read_json(run_dir / fmt.MANIFEST), fmt.RUN_FORMAT, run_dir / fmt.MANIFEST))
         summary = upgrade(read_json(run_dir / fmt.SUMMARY), fmt.SUMMARY_FORMAT, run_dir / fmt.SUMMARY)
         cells = [CellEntry.from_dict(c) for c in summary.get("cells") or []]
         return cls(run_dir, manifest=manifest, cells=cells, mirrors=mirrors)
@@ -102,27 +104,26 @@ class FileRunWriter:
 
     def resumed(self) -> None:
         """Failed and interrupted trials, and refused cells, are tried again."""
-        self.manifest.setdefault("resumed", []).append(now_iso())
-        self.manifest.update(status="running", finished=None, pid=os.getpid())
         self._summary.forget()
         for entry in self.cells:
             entry.trials = entry.ok_trials
             if entry.status == "refused":
                 entry.status, entry.lab, entry.error = "pending", None, None
-        self._write_manifest()
+        self.update_manifest(resumed=[*self.manifest.resumed, now_iso()], status="running", finished=None,
+                             pid=os.getpid())
 
     # --- RunWriter ---
 
-    def write_manifest(self, manifest: dict) -> None:
+    def write_manifest(self, manifest: RunManifest) -> None:
         self.manifest = manifest
         self._write_manifest()
         self._mirror("write_manifest", manifest)
 
     def update_manifest(self, **sections) -> None:
-        """Sections learnt during the run (the fingerprint, once the first lab stands): on disk at
-        once, and handed on to the mirrors as the whole manifest, like the first one."""
-        self.manifest.update(sections)
-        self.write_manifest(self.manifest)
+        """Fields learnt or changed during the run (the fingerprint once the first lab stands, the
+        hosts' tuning, the phases, a resumption), by RunManifest's names (another is a TypeError):
+        on disk at once, and handed on to the mirrors as the whole manifest, like the first one."""
+        self.write_manifest(dataclasses.replace(self.manifest, **sections))
 
     def begin_cell(self, entry: CellEntry) -> CellEntry:
         self._summary.forget(entry)
@@ -153,17 +154,17 @@ class FileRunWriter:
         self._mirror("end_cell", entry, status, error)
 
     def finish(self, status: str) -> None:
-        self.manifest.update(status=status, finished=now_iso())
+        self.manifest = dataclasses.replace(self.manifest, status=status, finished=now_iso())
         self._write_manifest()
         self.write_summary(status)
         self._mirror("finish", status)
 
     def write_summary(self, status: str | None = None) -> None:
-        write_text(self.dir / fmt.SUMMARY, self._summary.text(self.run_id, status or self.manifest.get("status", "running"),
+        write_text(self.dir / fmt.SUMMARY, self._summary.text(self.run_id, status or self.manifest.status or "running",
                                                               self.cells))
 
     def _write_manifest(self) -> None:
-        write_json(self.dir / fmt.MANIFEST, self.manifest)
+        write_json(self.dir / fmt.MANIFEST, self.manifest.to_dict())
 
     def _mirror(self, event: str, *args) -> None:
         """Hand an event on. The files are written first and are what resume and the report read,
@@ -216,19 +217,19 @@ class TriallessRun:
     its results live in files of its own, and the manifest with an empty summary makes the
     directory one the report reads."""
 
-    def __init__(self, run_dir: Path, manifest: dict):
+    def __init__(self, run_dir: Path, manifest: RunManifest):
         """Writes manifest.json (from provenance.run_manifest) and summary.json at once."""
         self.dir = Path(run_dir)
         self.manifest = manifest
         self._write()
 
     def finish(self, status: str) -> None:
-        self.manifest.update(status=status, finished=now_iso())
+        self.manifest = dataclasses.replace(self.manifest, status=status, finished=now_iso())
         self._write()
 
     def _write(self) -> None:
-        write_json(self.dir / fmt.MANIFEST, self.manifest)
-        write_trialless_summary(self.dir, self.manifest.get("status", "running"))
+        write_json(self.dir / fmt.MANIFEST, self.manifest.to_dict())
+        write_trialless_summary(self.dir, self.manifest.status or "running")
 
 
 def write_trialless_summary(run_dir: Path, status: str) -> None:

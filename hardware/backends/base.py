@@ -67,6 +67,8 @@ class LabNeeds:
     # tools whose server looks up the receiver's own test address (Tool.resolves_own_address)
     resolving_tools: tuple[str, ...] = ()
     generator: bool = False                     # a flow sends from the lab's traffic generator
+    # those of them a cell lets run as their BPF version where the kernel lacks them (cca_fallback)
+    bpf_fallback: tuple[str, ...] = ()
 
 
 @dataclass

@@ -207,6 +207,16 @@ class NetnsExecutor(Executor):
         return LocalExecutor(MACHINE, self.procs), f"{NETNS_DIR}/{self.netns}"
 
 
+# the shell that writes its stdin to the file it is given ($1): a file written on a lab host
+_WRITE_SH = 'cat > "$1"'
+WRITER = "longhaul-write"        # its name ($0)
+
+
+def write_file(executor: Executor, path: str, text: str) -> None:
+    """`text` into `path` on the executor's host: through stdin, so nothing of it is quoted."""
+    executor.run(["sh", "-c", _WRITE_SH, WRITER, path], input=text)
+
+
 def wait_until(predicate, timeout: float, interval: float = 0.02, what: str = "condition") -> None:
     """Poll until predicate() is true; readiness is observed, never assumed from a sleep."""
     deadline = time.monotonic() + timeout

@@ -52,10 +52,10 @@ class ToySection:
         self.template.write_text(TOY_TEMPLATE)
 
     def applies(self, store) -> bool:
-        return bool(store.cells)
+        return bool(store.entries)
 
     def context(self, store) -> dict:
-        return {"cells": len(store.cells), "first": store.cells[0]["id"], "note": "<b>escaped</b>"}
+        return {"cells": len(store.entries), "first": store.entries[0].id, "note": "<b>escaped</b>"}
 
 
 def test_a_toy_study(tmp_path, monkeypatch):

@@ -54,7 +54,7 @@ def run(tmp_path: Path, monkeypatch, path: FakePath | None = None, profile: str 
 def test_a_tiny_profile_runs_on_the_fake_lab_and_is_stored(tmp_path, monkeypatch):
     store, backend = run(tmp_path, monkeypatch)
     assert store.dir.parent == tmp_path / "runs"
-    assert store.manifest["status"] == "complete" and store.manifest["backend"] == "fake"
+    assert store.manifest.status == "complete" and store.manifest.backend == "fake"
     (cell,) = store.cells
     assert cell.status == "complete" and cell.lab.ok
     assert [t.trial for t in cell.trials] == [1, 2] and all(t.ok for t in cell.trials)
@@ -127,7 +127,6 @@ def test_writer_and_reader_agree(tmp_path, monkeypatch):
     stored = load_store(store.dir)
     assert stored.problems == [] and stored.status == "complete" and stored.run_id == store.run_id
     assert stored.entries == store.cells             # the same typed cells, trials, flows, stats
-    assert stored.cells == [c.to_dict() for c in store.cells]
     assert stored.summary["cells"] == json.loads((store.dir / fmt.SUMMARY).read_text())["cells"]
     (cell,) = stored.entries
     for trial in cell.trials:                        # trial.json is the summary's trial
@@ -136,7 +135,7 @@ def test_writer_and_reader_agree(tmp_path, monkeypatch):
     assert json.loads((fmt.cell_dir(store.dir, cell.id) / fmt.VERIFICATION).read_text()) == cell.lab.to_dict()
     series = stored.trial_series(cell.id, 1)
     assert set(series.throughput) == {"fg", "bg"} and len(series.rtt[0]) == 5 and not series.problems
-    assert [d.id for d in stored.declared] == [cell.id] and stored.declared[0].cell["topology"]["rtt_ms"] == 20
+    assert [d.id for d in stored.manifest.cells] == [cell.id] and stored.manifest.cells[0].cell["topology"]["rtt_ms"] == 20
 
 
 def test_verification_refuses_a_lab_whose_rtt_is_off(tmp_path, monkeypatch):
@@ -144,7 +143,7 @@ def test_verification_refuses_a_lab_whose_rtt_is_off(tmp_path, monkeypatch):
     (cell,) = store.cells
     assert cell.status == "refused" and cell.trials == []
     assert not cell.lab.ok and "idle RTT 30.0 ms vs configured 20 ms" in cell.error
-    assert store.manifest["status"] == "failed"
+    assert store.manifest.status == "failed"
     (lab,) = backend.labs
     assert not [argv for _, argv in lab.commands if "-c" in argv and argv[0] == "iperf3" and "-t" in argv
                 and argv[argv.index("-t") + 1] == "1"]   # no flow of the cell was started
@@ -184,7 +183,7 @@ def test_a_failed_trial_is_resumed(tmp_path, monkeypatch):
 
     use_fake_backend(monkeypatch, FakeBackend())      # the lab is right again
     resume = FileRunWriter.open(store.dir)
-    config = load_config(store.dir / fmt.CONFIG_SNAPSHOT, list(resume.manifest["profiles"]),
+    config = load_config(store.dir / fmt.CONFIG_SNAPSHOT, list(resume.manifest.profiles),
                          profile_dir=store.dir / fmt.PROFILES_DIR)
     resumed = Runner(config, quiet(), tmp_path / "runs", resume=resume).run()
     assert resumed.dir == store.dir
@@ -293,3 +292,32 @@ def test_a_dpdk_flow_binds_the_inventory_s_port_around_its_burst_and_fails_if_it
     store, _ = run(tmp_path / "b", monkeypatch, FakePath(dpdk_port=True, port_kept=True), DPDK_PROFILE)
     (trial,) = store.cells[0].trials
     assert not trial.ok and "is on uio_pci_generic, was virtio-pci" in trial.error
+
+
+def test_a_host_lost_as_its_trial_starts_is_named_and_the_run_stops(tmp_path, monkeypatch):
+    """A powered-off sender: the RTT probe's SSH session to it times out before the host watch's
+    periodic checks have missed twice. The trial asks every host once more (HostWatch.settle), so
+    the run stops naming S1, not an anonymous tool error."""
+    import fakes
+
+    from longhaul.core.errors import RunError
+    from longhaul.hardware.executors.process import CommandError
+
+    real_start = fakes.FakeExecutor.start
+
+    def start(self, argv, label="", stdout=None, stderr=None):
+        if self.name == "S1" and label == "fping-bursts":
+            self.lab.s1_gone = True
+            raise CommandError("S1", argv, 255, "Connection timed out during banner exchange")
+        return real_start(self, argv, label, stdout, stderr)
+
+    monkeypatch.setattr(fakes.FakeExecutor, "start", start)
+    monkeypatch.setattr(fakes.FakeExecutor, "remote", True)
+    monkeypatch.setattr(fakes.FakeExecutor, "alive",
+                        lambda self, timeout: not (self.name == "S1" and getattr(self.lab, "s1_gone", False)), raising=False)
+    monkeypatch.setattr(fakes.FakeExecutor, "fence", lambda self, why: setattr(self, "lost", why), raising=False)
+    with pytest.raises(RunError, match=r"S1 lost in trial 1 of .*Connection timed out.*the run stops"):
+        run(tmp_path, monkeypatch)
+    (run_dir,) = [p.parent for p in (tmp_path / "runs").glob("*/summary.json")]
+    (cell,) = json.loads((run_dir / "summary.json").read_text())["cells"]
+    assert cell["trials"][0]["lost_hosts"] == ["S1"] and cell["trials"][0]["status"] == "failed"

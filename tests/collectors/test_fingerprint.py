@@ -6,6 +6,7 @@ diff and its summary as known answers."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import json
 import logging
@@ -33,14 +34,15 @@ from longhaul.collectors.live.fingerprint import (
 )
 from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store.fingerprint import (
-    FINGERPRINT,
     Change,
     diff_fingerprints,
     fingerprint_of,
     flatten,
     summarise,
 )
+from longhaul.collectors.store.manifest import RunManifest
 from longhaul.collectors.store.provenance import tool_versions
+from longhaul.collectors.store.reader import load_store
 from longhaul.collectors.store.writer import FileRunWriter
 from longhaul.drivers.agents import fingerprint as agent
 from longhaul.hardware.executors.process import LocalExecutor, NetnsExecutor, ProcessTable
@@ -202,17 +204,27 @@ class Recording:
     def __init__(self):
         self.run_id, self.manifests = "r", []
 
-    def write_manifest(self, manifest: dict) -> None:
+    def write_manifest(self, manifest: RunManifest) -> None:
         self.manifests.append(copy.deepcopy(manifest))
 
 
 def test_update_manifest_reaches_the_file_and_the_mirrors(tmp_path):
     mirror = Recording()
     store = FileRunWriter.create(tmp_path, "run-1", mirrors=[mirror])
-    store.write_manifest({"format": fmt.RUN_FORMAT, "cells": []})
+    store.write_manifest(RunManifest(run_id="run-1"))
     store.update_manifest(fingerprint={"hosts": {}})
     assert json.loads((store.dir / fmt.MANIFEST).read_text())["fingerprint"] == {"hosts": {}}
-    assert [m.get("fingerprint") for m in mirror.manifests] == [None, {"hosts": {}}]
+    assert [m.fingerprint for m in mirror.manifests] == [None, {"hosts": {}}]
+
+
+def test_a_misspelt_manifest_field_fails_where_it_is_written(tmp_path):
+    store = FileRunWriter.create(tmp_path, "run-1")
+    store.write_manifest(RunManifest(run_id="run-1"))
+    with pytest.raises(TypeError, match="fingerprints"):
+        store.update_manifest(fingerprints={"hosts": {}})
+    with pytest.raises(TypeError, match="host_tunning"):
+        RunManifest(run_id="run-1", host_tunning=[])
+    assert "fingerprints" not in json.loads((store.dir / fmt.MANIFEST).read_text())
 
 
 def test_a_fake_lab_run_stores_a_fingerprint_and_goes_on(tmp_path, monkeypatch):
@@ -225,8 +237,8 @@ def test_a_fake_lab_run_stores_a_fingerprint_and_goes_on(tmp_path, monkeypatch):
         for handler in [h for h in logging.getLogger().handlers if h not in before]:
             logging.getLogger().removeHandler(handler)
             handler.close()
-    assert store.manifest["status"] == "complete"
-    section = json.loads((store.dir / fmt.MANIFEST).read_text())[FINGERPRINT]
+    assert store.manifest.status == "complete"
+    section = load_store(store.dir).manifest.fingerprint
     assert section["lab"] == "lab-1" and section["controller"]["kernel"]["release"] == os.uname().release
     assert set(section["hosts"]) == {"S1", "S2", "R1", "R2", "D1", "D2"}
     # the fake lab's executors run nothing: every host says why it has no fingerprint
@@ -301,16 +313,16 @@ def test_the_summary_puts_the_kernel_first_and_bounds_each_category(vm_fp):
 
 
 def test_an_old_run_still_says_what_changed(vm_fp):
-    manifest = json.loads((OLD_RUN / fmt.MANIFEST).read_text())
+    manifest = load_store(OLD_RUN).manifest
     old = fingerprint_of(manifest)
     assert old["controller"]["kernel"] == {"release": "6.18.44-fc-v657"}
     assert old["controller"]["tools"]["ip"] == "ip utility, iproute2-6.1.0, libbpf 1.1.2"
-    assert old["hosts"] == {} and old["taken"] == manifest["started"]
+    assert old["hosts"] == {} and old["taken"] == manifest.started
     # an old run records no lab hosts and no sysctls: unknown, not absent; the kernel is named
     changes = diff_fingerprints(old, lab_section(vm_fp))
     assert changes == [Change("controller", "kernel.release", "6.18.44-fc-v657", "6.1.0-50-amd64")]
-    assert fingerprint_of({**manifest, FINGERPRINT: lab_section(vm_fp)})["hosts"]["S1"] == vm_fp
-    assert fingerprint_of({"format": fmt.RUN_FORMAT}) is None
+    assert fingerprint_of(dataclasses.replace(manifest, fingerprint=lab_section(vm_fp)))["hosts"]["S1"] == vm_fp
+    assert fingerprint_of(RunManifest()) is None
 
 
 def test_the_agent_runs_as_a_module_of_the_hosts_python():

@@ -91,7 +91,7 @@ def test_a_resumed_run_ships_its_new_trials_to_the_same_run(tmp_path, monkeypatc
     assert [t.status for t in store.cells[0].trials] == ["failed", "failed"]
     use_fake_backend(monkeypatch, FakeBackend())       # the lab is right again
     resume = FileRunWriter.open(store.dir)
-    config = load_config(store.dir / fmt.CONFIG_SNAPSHOT, list(resume.manifest["profiles"]),
+    config = load_config(store.dir / fmt.CONFIG_SNAPSHOT, list(resume.manifest.profiles),
                          profile_dir=store.dir / fmt.PROFILES_DIR)
     Runner(config, quiet, tmp_path / "runs", resume=resume).run()
     live = spooled_counts(store.dir)

@@ -60,10 +60,10 @@ def _round_starts(command: list[str], seconds: float) -> list[float]:
     import subprocess
     import time
 
-    from longhaul.collectors.live.rtt_probe import burst_loop_argv
+    from longhaul.collectors.live.rtt_probe import LOOP, burst_loop_argv
 
     argv = burst_loop_argv("D1")
-    argv = argv[:argv.index("sh", 1) + 1] + command        # the loop itself, another round command
+    argv = argv[:argv.index(LOOP) + 1] + command        # the loop itself, another round command
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
     time.sleep(seconds)
     os.killpg(proc.pid, signal.SIGTERM)

@@ -11,6 +11,7 @@ from longhaul.collectors.store.provenance import run_manifest
 from longhaul.collectors.store.reader import StoredRun, load_store
 from longhaul.collectors.store.records import (
     CellEntry,
+    DeclaredCell,
     FlowDecl,
     FlowResult,
     Measure,
@@ -58,7 +59,7 @@ class Recorder:
         self.events = []
 
     def write_manifest(self, manifest):
-        self.events.append(("manifest", manifest["run_id"]))
+        self.events.append(("manifest", manifest.run_id))
 
     def begin_cell(self, entry):
         self.events.append(("begin", entry.id))
@@ -143,7 +144,7 @@ def test_the_summary_is_written_a_changed_cell_at_a_time_as_write_json_writes_it
     store.write_manifest(run_manifest("r", repo=REPO, cells=[]))
 
     def whole() -> str:
-        write_json(tmp_path / "whole.json", summary_doc("r", store.manifest["status"], store.cells))
+        write_json(tmp_path / "whole.json", summary_doc("r", store.manifest.status, store.cells))
         return (tmp_path / "whole.json").read_text()
 
     store.write_summary()
@@ -186,8 +187,8 @@ def test_resume_forgets_failures_and_refusals(tmp_path):
 
 def test_reader_rebuilds_a_lost_summary_from_the_cell_files(tmp_path):
     store = FileRunWriter.create(tmp_path, "r")
-    store.write_manifest(run_manifest("r", repo=REPO, cells=[{"id": "a", "profile": "tiny"},
-                                                              {"id": "never", "profile": "tiny"}]))
+    store.write_manifest(run_manifest("r", repo=REPO, cells=[DeclaredCell(id="a", profile="tiny"),
+                                                              DeclaredCell(id="never", profile="tiny")]))
     cell = store.begin_cell(entry("a"))
     store.record_verification(cell, verification())
     store.record_trial(cell, trial(2, 90.0))
@@ -199,7 +200,7 @@ def test_reader_rebuilds_a_lost_summary_from_the_cell_files(tmp_path):
     a, never = run.entries
     assert [t.trial for t in a.trials] == [1, 2] and a.lab.ok and a.stats.flows["fg"].n == 2
     assert never.id == "never" and never.trials == [] and never.topology == Topology()
-    assert run.cells[1]["trials"] == [] and run.cells[1]["params"] == {}   # the dict view, keys all there
+    assert never.params == {} and run.summary["cells"][1]["trials"] == []    # the document: keys all there
 
 
 def test_reader_notes_truncated_files_and_refuses_foreign_ones(tmp_path):
@@ -223,8 +224,8 @@ def test_a_trialless_run_is_a_run_directory(tmp_path):
     assert load_store(run_dir).status == "running"
     run.finish("complete")
     loaded = load_store(run_dir)
-    assert loaded.status == "complete" and loaded.entries == [] and loaded.manifest["kind"] == "ops-evaluation"
-    assert loaded.manifest["finished"] and loaded.manifest["config"] == {"w": 10}
+    assert loaded.status == "complete" and loaded.entries == [] and loaded.manifest.kind == "ops-evaluation"
+    assert loaded.manifest.finished and loaded.manifest.config == {"w": 10}
 
 
 def test_a_misspelt_record_key_fails_where_the_record_is_made():

@@ -16,6 +16,7 @@ import pytest
 
 from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store import upgrade as upgrade_mod
+from longhaul.collectors.store.manifest import HostInfo
 from longhaul.collectors.store.reader import load_store
 from longhaul.collectors.store.records import CellEntry, TrialSummary, Verification
 from longhaul.collectors.store.writer import FileRunWriter, summary_doc
@@ -49,7 +50,7 @@ def test_the_v1_run_loads_typed(v1_run):
     assert alone.stats.flows["fg"].n == 1 and alone.jain is None and vs_cubic.jain is not None
     series = store.trial_series("quickstart-002", 1)
     assert set(series.throughput) == {"fg", "bg"} and len(series.rtt[0]) > 5 and not series.problems
-    assert [d.id for d in store.declared] == CELLS and store.declared[0].cell["tuning"]["cca"] == "cubic"
+    assert [d.id for d in store.manifest.cells] == CELLS and store.manifest.cells[0].cell["tuning"]["cca"] == "cubic"
 
 
 def test_typed_records_give_back_exactly_what_v1_wrote():
@@ -105,8 +106,8 @@ def test_a_v1_run_is_upgraded_on_read_and_left_as_it_is(v1_run, version_2):
     before = files(v1_run)
     store = load_store(v1_run)
     assert store.versions == {"manifest": 1, "summary": 1}
-    assert store.manifest["version"] == 2 and store.manifest["controller"]["hostname"]
-    assert "host" not in store.manifest
+    assert store.manifest.version == 2 and store.manifest.extra["controller"]["hostname"]
+    assert store.manifest.host == HostInfo()         # moved by the step
     assert store.summary["version"] == 2
     assert store.entries[0].extra == {} and store.entries[1].stats.extra["jain_of_means"] is not None
     assert store.entries[1].jain is None            # moved by the step
@@ -124,7 +125,7 @@ def test_unknown_versions_are_refused_with_the_readable_ones_named(v1_run, versi
 
 def test_resuming_a_v1_run_writes_it_back_in_the_current_version(v1_run, version_2):
     store = FileRunWriter.open(v1_run)
-    assert store.manifest["version"] == 2 and store.entry("quickstart-002").stats.extra["jain_of_means"]
+    assert store.manifest.version == 2 and store.entry("quickstart-002").stats.extra["jain_of_means"]
     store.resumed()
     store.finish("complete")
     assert json.loads((v1_run / fmt.SUMMARY).read_text())["version"] == 2

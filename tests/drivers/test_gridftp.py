@@ -57,7 +57,7 @@ def test_server_argv_binds_receiver_and_pins_data_port():
     spec = _spec()
     server = GridFTP().server(spec)
     argv = server.argv
-    assert argv[:5] == ["sh", "-c", gridftp._MKDIR_EXEC, "sh", "/w/f-b0"]
+    assert argv[:5] == ["sh", "-c", gridftp._MKDIR_EXEC, "globus-gridftp-server", "/w/f-b0"]
     cmd = argv[5:]
     assert cmd[:3] == ["env", "GLOBUS_HOSTNAME=D1", "globus-gridftp-server"]
     pairs = dict(itertools.pairwise(cmd))
@@ -102,7 +102,7 @@ def test_disk_file_is_written_before_the_clock_and_sent_by_the_client():
     assert before == [["sh", "-c", gridftp._DISK_WRITE, "sh", "/w/a b/gridftp-src-5301.dat", "40000000"]]
     assert after == [["rm", "-f", "/w/a b/gridftp-src-5301.dat"]]
     argv = GridFTP().client(spec)
-    assert argv[:5] == ["sh", "-c", gridftp._DISK_SEND, "sh", "/w/a b/gridftp-src-5301.dat"]
+    assert argv[:5] == ["sh", "-c", gridftp._DISK_SEND, "globus-url-copy", "/w/a b/gridftp-src-5301.dat"]
     assert argv[5:] == ["globus-url-copy", "-vb", "-fast", "-p", "8",
                         "file:///w/a%20b/gridftp-src-5301.dat", "ftp://D1:15301/w/a%20b/gridftp-recv-5301.dat"]
     # a duration-bounded disk burst writes a file of the flow's file_bytes

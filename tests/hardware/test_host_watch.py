@@ -45,6 +45,21 @@ def test_a_host_that_stops_answering_is_lost_within_its_bound_and_fenced():
     assert s1.lost is not None and d1.lost is None
 
 
+def test_a_trial_that_failed_before_the_watch_noticed_names_the_host_that_went_with_it():
+    """A power cut breaks the flow's SSH session (or times out a new one) before the watch's
+    periodic checks have missed twice: settle() asks every host now, so the failure is named for
+    what it was; hosts that answer are left alone."""
+    t0 = time.monotonic()
+    s1, d1 = Remote("S1", t0), Remote("D1", t0 + 60)
+    with HostWatch({"S1": s1, "D1": d1}, period_s=60, timeout_s=0.05, misses=2) as watch:
+        assert watch.lost() == {}                       # the periodic checks have not missed twice yet
+        lost = watch.settle()
+        took = time.monotonic() - t0
+    assert list(lost) == ["S1"] and "2 checks" in lost["S1"] and s1.lost is not None and d1.lost is None
+    assert took < 2 * 0.05 + 0.5, took
+    assert HostWatch({"D1": Remote("D1", t0 + 60)}).settle() == {}
+
+
 def test_a_fenced_ssh_host_refuses_every_command_at_once(tmp_path):
     ssh = SshExecutor("S1", ProcessTable(), host="192.0.2.1", user="root", key=tmp_path / "k",
                       known_hosts=tmp_path / "kh")

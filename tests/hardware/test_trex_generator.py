@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 from lab_support import lab_skip_reason, our_namespaces, write_lab_config
+from trex_support import TREX_PATH, fake_tree, live_profile, needs_tree
 
 from longhaul.appliance.config.load import load_config
 from longhaul.core.errors import ConfigError
-from longhaul.drivers.trex_stl import API_SUBDIR
 from longhaul.hardware.backends.base import LinkSettings
 from longhaul.hardware.backends.netns.backend import NetnsBackend, NetnsSettings, preflight
 from longhaul.hardware.backends.netns.features import Features
@@ -29,16 +29,6 @@ from longhaul.hardware.executors.process import ProcessTable
 from longhaul.hardware.generator import CONFIG_FILE, TrexPort, TrexSection, platform_config, rpc_listening, tree_problem
 from longhaul.hardware.path_rtt import measure_idle
 from longhaul.hardware.topology import GENERATOR, dumbbell
-
-TREX_PATH = os.environ.get("LONGHAUL_TREX_PATH")
-
-
-def _tree(root: Path) -> Path:
-    """The parts of a release tree longhaul looks for (the live test needs a real one)."""
-    (root / API_SUBDIR).mkdir(parents=True)
-    (root / "t-rex-64").write_text("#!/bin/sh\n")
-    (root / "t-rex-64").chmod(0o755)
-    return root
 
 
 def test_the_platform_config_drives_the_generator_veth_by_af_packet_beside_a_dummy_port():
@@ -78,7 +68,7 @@ def test_trex_sends_from_g1_to_the_pairs_receiver_at_the_access_rate(tmp_path):
 
 def test_a_tree_is_checked_when_the_config_loads(tmp_path):
     assert "t-rex-64" in tree_problem(tmp_path)
-    tree = _tree(tmp_path / "trex")
+    tree = fake_tree(tmp_path / "trex")
     assert tree_problem(tree) is None
     configured = NetnsBackend().configure(NetnsSettings.model_validate({"trex": {"path": "trex"}}), tmp_path)
     assert configured.trex.path == str(tree) and NetnsBackend().has_generator(configured)
@@ -138,7 +128,7 @@ exit 1
 def test_the_lab_starts_trex_in_g1_from_its_tree_and_stops_it_with_the_lab(tmp_path):
     if lab_skip_reason():
         pytest.skip(lab_skip_reason())
-    tree, seen = _tree(tmp_path / "trex"), tmp_path / "argv"
+    tree, seen = fake_tree(tmp_path / "trex"), tmp_path / "argv"
     (tree / "t-rex-64").write_text(LISTENS.format(out=seen))
     section = TrexSection(path=str(tree))
     topo = dumbbell(f"t{os.getpid() % 10000}", 1, 100, 20, generator=True)
@@ -160,7 +150,7 @@ def test_a_trex_that_exits_fails_the_build_with_its_words_and_leaves_nothing(tmp
     if lab_skip_reason():
         pytest.skip(lab_skip_reason())
     before = our_namespaces()
-    tree = _tree(tmp_path / "trex")
+    tree = fake_tree(tmp_path / "trex")
     (tree / "t-rex-64").write_text(FAILS)
     topo = dumbbell(f"f{os.getpid() % 10000}", 1, 100, 20, generator=True)
     with pytest.raises(RuntimeError, match="exited .* before listening: .*no huge pages"):
@@ -176,39 +166,13 @@ def _qdisc_bytes(router) -> int:
                for tok in [line.split()[1]])
 
 
-LIVE_PROFILE = """
-[profile]
-description = "TRex from the embedded lab's generator beside an iperf3 foreground"
-repeats = 1
-
-[topology]
-pairs = 1
-access_rate_mbps = 100
-bottleneck_rate_mbps = 20
-rtt_ms = 20
-queue = "50KB"
-
-[[flows]]
-name = "fg"
-role = "foreground"
-tool = "iperf3"
-pair = 1
-duration_s = 8
-
-[[flows]]
-name = "bg"
-role = "background"
-tool = "trex"
-pair = 1
-udp_rate_mbps = 5
-duration_s = 8
-"""
+LIVE_PROFILE = live_profile("embedded lab", access_mbps=100, bottleneck_mbps=20, queue="50KB", udp_mbps=5,
+                            duration_s=8)
 
 
 @pytest.mark.lab
 @pytest.mark.hardware
-@pytest.mark.skipif(not TREX_PATH, reason="requires a TRex release tree (TRex cannot be installed on this machine); "
-                    "set LONGHAUL_TREX_PATH to one")
+@needs_tree
 @pytest.mark.timeout(600)
 def test_live_trex_flow_in_the_embedded_lab(tmp_path):
     config = write_lab_config(tmp_path, LIVE_PROFILE, "trex-live")

@@ -1,8 +1,10 @@
 """A fake lab backend for root-less tests of the middle: runner, trial, verification and the store.
 
 FakeBackend honours the backend contract (hardware/backends/base.py): a session builds FakeLabs,
-whose executors answer the commands the trial, the verification and the live collectors run with
-canned output of the real tools (tests/data): iperf3 client JSON, fping bursts at the fake path's
+whose executors answer the commands the trial, the verification and the live collectors run by the
+program each one runs (`program(argv)`: an agent's module, a named shell loop's name, the
+executable; tables `FakeExecutor.RUN` and `FakeLab.STARTED`), with canned output of the real tools
+(tests/data): iperf3 client JSON, fping bursts at the fake path's
 RTT, `ss` readiness lines, the shaper meter's `tc -s -j` samples at the fake path's rate, the
 tcp_info probe's JSON lines, and a plan replay's leg agent's events for the schedule it was given. Nothing is executed; processes "run" until stopped (servers, probes)
 or exit at once (clients), so a trial takes as long as its flows' start times, not their lengths.
@@ -21,34 +23,40 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fake_process import INLINE_PYTHON, PIDS, FakeProcess, program
 from lab_support import write_lab_config
 
 from longhaul.appliance.run.trial import BASE_PORT, PORTS_PER_FLOW
 from longhaul.appliance.run.verify import probe_ports, probe_streams
-from longhaul.collectors.live.rtt_probe import _BURST_LOOP_SH
-from longhaul.collectors.live.shaper_meter import _LOOP_SH as SHAPER_LOOP_SH
+from longhaul.collectors.live.rtt_probe import LOOP as RTT_LOOP
+from longhaul.collectors.live.shaper_meter import LOOP as SHAPER_LOOP
 from longhaul.core.model import Strict
 from longhaul.drivers import ss
-from longhaul.drivers.agents import dpdk_port
+from longhaul.drivers.agents import dpdk_port, icmp_echo, ifrate, port_meter, tcpinfo_probe
 from longhaul.drivers.agents.port_meter import COMMENT as ARRIVALS_COMMENT
 from longhaul.drivers.agents.replay_leg import MODULE as LEG_AGENT
 from longhaul.drivers.agents.replay_leg import PORT as LEG_PORT
 from longhaul.drivers.agents.tcpinfo_probe import FIELDS as PROBE_FIELDS
 from longhaul.drivers.agents.tcpinfo_probe import NATIVE as NATIVE_PROBE
+from longhaul.drivers.dpdk_testpmd import EXECUTABLE as DPDK_TESTPMD
+from longhaul.drivers.gridftp import SERVER as GRIDFTP_SERVER
 from longhaul.drivers.trex_stl import RUNNER as TREX_RUNNER
 from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
 from longhaul.hardware.backends.registry import BACKENDS
 from longhaul.hardware.cleanup import CleanupStack
-from longhaul.hardware.executors.process import Completed
+from longhaul.hardware.executors.process import WRITER, Completed
 from longhaul.hardware.routers.linux_tc import LinuxTc
 from longhaul.hardware.topology import GENERATOR, dumbbell
 
 DATA = Path(__file__).parents[1] / "data"
+ICMP_ECHO = icmp_echo.__name__
+TCPINFO_PROBE = tcpinfo_probe.__name__
+PORT_METER = port_meter.__name__
+IFRATE = ifrate.__name__
 IPERF3_TCP = DATA / "iperf3_tcp_p2.json"   # 2 streams, 6 s: 302536432 bytes received in 6.00012 s
 TESTPMD = DATA / "dpdk" / "testpmd_timeout.txt"
 DPDK_PORT_AGENT = dpdk_port.__name__
 NAME = "fake"
-_pids = itertools.count(50_000)
 
 
 @dataclass
@@ -68,42 +76,6 @@ class FakePath:
     process_start_s: float = 0.0      # how long starting a process takes (an SSH host under TCG: seconds)
 
 
-class FakeProcess:
-    """Process's interface (hardware/executors/process.py) without a process: output is written
-    to its files when it starts; it ends after `runs_s` or when stopped."""
-
-    def __init__(self, argv: list[str], host: str, label: str, stdout: Path | None, stderr: Path | None,
-                 runs_s: float = 0.0, output: str = ""):
-        self.argv, self.host, self.label = argv, host, label
-        self.stdout_path, self.stderr_path = stdout, stderr
-        self.pid = next(_pids)
-        self.started = time.monotonic()
-        self._ends = self.started + runs_s
-        self._code: int | None = None
-        for path, text in ((stdout, output), (stderr, "")):
-            if path is not None:
-                Path(path).write_text(text)
-
-    def poll(self) -> int | None:
-        if self._code is None and time.monotonic() >= self._ends:
-            self._code = 0
-        return self._code
-
-    def wait(self, timeout: float | None = None) -> int:
-        return self.poll() if self.poll() is not None else self.stop()
-
-    def stop(self, term_timeout: float = 3.0, kill_timeout: float = 3.0, sig: int = 15) -> int | None:
-        if self.poll() is None:
-            self._code = -int(sig)
-        return self._code
-
-    def read_stdout(self) -> str:
-        return self.stdout_path.read_text() if self.stdout_path and self.stdout_path.exists() else ""
-
-    def read_stderr(self) -> str:
-        return self.stderr_path.read_text() if self.stderr_path and self.stderr_path.exists() else ""
-
-
 class FakeExecutor:
     """Executor's interface for one lab host; every command is recorded in lab.commands."""
 
@@ -115,29 +87,49 @@ class FakeExecutor:
 
     def run(self, argv: list[str], timeout: float = 30.0, check: bool = True, input: str | None = None) -> Completed:
         self.lab.commands.append((self.name, list(argv)))
-        if argv[1:3] == ["-m", "longhaul.drivers.agents.icmp_echo"]:     # the idle RTT's echoes
-            count = int(argv[argv.index("--count") + 1])
-            return Completed(argv, 0, json.dumps({"target": argv[3], "socket": "raw", "size": 56,
-                                                  "rtts_ms": [self.lab.rtt_ms] * count}) + "\n", "")
+        answer = self.RUN.get(program(argv))
+        return answer(self, argv, input) if answer else Completed(argv, 0, "", "")
+
+    # --- what a command that runs to its end answers, by the program it runs ---
+
+    def _echoes(self, argv, _input) -> Completed:
+        """The idle RTT's echoes."""
+        count = int(argv[argv.index("--count") + 1])
+        return Completed(argv, 0, json.dumps({"target": argv[3], "socket": "raw", "size": 56,
+                                              "rtts_ms": [self.lab.rtt_ms] * count}) + "\n", "")
+
+    def _ss(self, argv, _input) -> Completed:
         if argv == ["ss", "-lntH"]:                      # every listener: the servers started here
             ports = [a[a.index("-p") + 1] for h, a in self.lab.commands if h == self.name and "-p" in a
-                     and ("-s" in a or "globus-gridftp-server" in a)]
+                     and ("-s" in a or program(a) == GRIDFTP_SERVER)]
             return Completed(argv, 0, "".join(f"LISTEN 0 5 *:{p} *:*\n" for p in ports), "")
         if argv == ss.argv():                            # the verification probe's sockets at the receiver
             return Completed(argv, 0, self.lab.probe_sockets(), "")
-        if argv[0] == "ss":                              # readiness: something listens on the port
-            return Completed(argv, 0, f"LISTEN 0 5 *:{argv[-1].lstrip(':')} *:*\n", "")
-        if argv[0] == "iperf3" and "-c" in argv:         # the verification's rate probe
-            return Completed(argv, 0, self.lab.client_output(), "")
-        if argv[0] == "cat" and argv[-1].endswith(".ready"):    # the ifrate meter's ready file
-            return Completed(argv, 0, "ready\n", "")
-        if argv[0] == "mktemp":
-            return Completed(argv, 0, f"/tmp/fake.{next(_pids)}\n", "")
-        if DPDK_PORT_AGENT in argv and "restore" in argv and self.lab.path.port_kept:
+        return Completed(argv, 0, f"LISTEN 0 5 *:{argv[-1].lstrip(':')} *:*\n", "")   # readiness: it listens
+
+    def _iperf3(self, argv, _input) -> Completed:
+        """The verification's rate probe (a client)."""
+        return Completed(argv, 0, self.lab.client_output() if "-c" in argv else "", "")
+
+    def _cat(self, argv, _input) -> Completed:
+        """The ifrate meter's ready file."""
+        return Completed(argv, 0, "ready\n" if argv[-1].endswith(".ready") else "", "")
+
+    def _mktemp(self, argv, _input) -> Completed:
+        return Completed(argv, 0, f"/tmp/fake.{next(PIDS)}\n", "")
+
+    def _dpdk_port(self, argv, _input) -> Completed:
+        if "restore" in argv and self.lab.path.port_kept:
             return Completed(argv, 1, "", "dpdk_port restore: 0000:00:10.0 is on uio_pci_generic, was virtio-pci\n")
-        if argv[:3] == ["sh", "-c", 'cat > "$1"']:        # a file written on the host
-            self.lab.files[argv[-1]] = input or ""
         return Completed(argv, 0, "", "")
+
+    def _write(self, argv, input) -> Completed:
+        """A file written on the host."""
+        self.lab.files[argv[-1]] = input or ""
+        return Completed(argv, 0, "", "")
+
+    RUN = {ICMP_ECHO: _echoes, "ss": _ss, "iperf3": _iperf3, "cat": _cat, "mktemp": _mktemp,
+           DPDK_PORT_AGENT: _dpdk_port, WRITER: _write}
 
     def stop_processes(self, procs: list, term_timeout: float = 3.0, sig: int = 15) -> None:
         for proc in procs:
@@ -208,33 +200,52 @@ class FakeLab:
         return self.path.client_output if self.path.client_output is not None else IPERF3_TCP.read_text()
 
     def respond(self, host: str, argv: list[str]) -> tuple[float, str]:
-        """(how long the process runs, its stdout) for a started command."""
-        if argv[:2] == ["sh", "-c"] and argv[2] == _BURST_LOOP_SH:
-            return math.inf, self._burst_rounds(argv[-1])
-        if argv[:2] == ["sh", "-c"] and argv[2] == SHAPER_LOOP_SH:
-            return math.inf, self._shaper_samples(float(argv[5]))
-        if "longhaul.drivers.agents.tcpinfo_probe" in argv or argv[0] == str(NATIVE_PROBE):
-            ports = [int(p) for p in argv[argv.index("--ports") + 1].split(",")]
-            return math.inf, self._tcpinfo(host, ports)
-        if LEG_AGENT in argv:
-            return 0.0, self._leg_events(json.loads(self.files[argv[-1]]))
-        if (argv[0] == "iperf3" and "-s" in argv) or "globus-gridftp-server" in argv:
+        """(how long the process runs, its stdout) for a started command, by the program it runs."""
+        answer = self.STARTED.get(program(argv))
+        return answer(self, host, argv) if answer else (0.0, "")
+
+    # --- what a started command answers: servers, probes and meters run until they are stopped ---
+
+    def _rtt_loop(self, _host, argv) -> tuple[float, str]:
+        return math.inf, self._burst_rounds(argv[-1])
+
+    def _shaper_loop(self, _host, argv) -> tuple[float, str]:
+        return math.inf, self._shaper_samples(float(argv[5]))
+
+    def _tcpinfo_probe(self, host, argv) -> tuple[float, str]:
+        return math.inf, self._tcpinfo(host, [int(p) for p in argv[argv.index("--ports") + 1].split(",")])
+
+    def _leg(self, _host, argv) -> tuple[float, str]:
+        return 0.0, self._leg_events(json.loads(self.files[argv[-1]]))
+
+    def _server(self, _host, _argv) -> tuple[float, str]:
+        return math.inf, ""
+
+    def _port_meter(self, _host, argv) -> tuple[float, str]:
+        if "--remove" in argv:
+            return 0.0, ""
+        return math.inf, self._arrivals([int(p) for p in argv[argv.index("--ports") + 1].split(",")])
+
+    def _ifrate(self, _host, _argv) -> tuple[float, str]:
+        return math.inf, self._meter_lines()
+
+    def _inline_python(self, _host, argv) -> tuple[float, str]:
+        return (0.0, self._trex_lines(json.loads(argv[-1]))) if argv[2] == TREX_RUNNER else (0.0, "")
+
+    def _testpmd(self, _host, _argv) -> tuple[float, str]:
+        return 0.0, TESTPMD.read_text()
+
+    def _iperf3(self, _host, argv) -> tuple[float, str]:
+        if "-s" in argv:
             return math.inf, ""
-        if "longhaul.drivers.agents.port_meter" in argv:
-            if "--remove" in argv:
-                return 0.0, ""
-            return math.inf, self._arrivals([int(p) for p in argv[argv.index("--ports") + 1].split(",")])
-        if "longhaul.drivers.agents.ifrate" in argv:
-            return math.inf, self._meter_lines()
-        if TREX_RUNNER in argv:
-            return 0.0, self._trex_lines(json.loads(argv[-1]))
-        if argv[:2] == ["sh", "-c"] and "dpdk-testpmd" in argv[2]:
-            return 0.0, TESTPMD.read_text()
-        if argv[0] == "iperf3" and "-c" in argv and int(argv[argv.index("-p") + 1]) in self._verify_ports():
+        if int(argv[argv.index("-p") + 1]) in self._verify_ports():
             return math.inf, self.client_output()      # the verification's probe: until it is stopped
-        if argv[0] == "iperf3" and "-c" in argv:
-            return 0.0, self.client_output()
-        return 0.0, ""
+        return 0.0, self.client_output()
+
+    STARTED = {RTT_LOOP: _rtt_loop, SHAPER_LOOP: _shaper_loop, TCPINFO_PROBE: _tcpinfo_probe,
+               NATIVE_PROBE.name: _tcpinfo_probe, LEG_AGENT: _leg, GRIDFTP_SERVER: _server,
+               PORT_METER: _port_meter, IFRATE: _ifrate, INLINE_PYTHON: _inline_python,
+               DPDK_TESTPMD: _testpmd, "iperf3": _iperf3}
 
     def probe_sockets(self) -> str:
         """`ss -tinH` on the receiver while the verification's probe runs: its sockets' bytes

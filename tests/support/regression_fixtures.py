@@ -7,11 +7,13 @@ variation, and a planted shift multiplies one metric of the "new" runs.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
 from longhaul.collectors.store.format import CALIBRATION_LABEL
+from longhaul.collectors.store.manifest import ProfileSource
 from longhaul.collectors.store.provenance import run_manifest
 from longhaul.collectors.store.records import CellEntry, FlowDecl, FlowResult, RttStats, Topology, TrialSummary
 from longhaul.collectors.store.writer import FileRunWriter
@@ -47,10 +49,9 @@ def write_suite_run(root: Path, run_id: str, started: str, *, repeats: int = 8, 
     rng = np.random.default_rng(seed)
     shift = shift or {}
     store = FileRunWriter.create(Path(root), run_id)
-    manifest = run_manifest(run_id, repo=REPO, backend="netns", profiles={profile: {"repeats": repeats}},
+    manifest = run_manifest(run_id, repo=REPO, backend="netns", profiles={profile: ProfileSource(repeats=repeats)},
                             fingerprint=fp or fingerprint(kernel))
-    manifest["started"] = started
-    store.write_manifest(manifest)
+    store.write_manifest(dataclasses.replace(manifest, started=started))
     for number, (scenario, (flows, calibration, means, inflation, retrans)) in enumerate(CELLS.items(), start=1):
         entry = store.begin_cell(CellEntry(
             id=f"{profile}-{number:03d}", profile=profile, scenario=scenario, params={"scenario": scenario},

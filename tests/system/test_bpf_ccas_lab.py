@@ -133,3 +133,45 @@ def test_a_machine_without_the_objects_refuses_the_cell_at_preflight(tmp_path):
     assert "bpf.toml" in refused.stderr and "lh_frac10" in refused.stderr and "is not built" in refused.stderr
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())   # nothing set up
     assert not ours_registered()
+
+
+FALLBACK = """
+[profile]
+description = "H-TCP asked for on a kernel without it"
+repeats = 1
+
+[topology]
+pairs = 1
+access_rate_mbps = 1000
+bottleneck_rate_mbps = 20
+rtt_ms = 20
+queue = "1bdp"
+
+[tuning]
+cca = "htcp"
+cca_fallback = "bpf"
+
+[[flows]]
+name = "fg"
+role = "foreground"
+duration_s = 6
+"""
+
+
+@pytest.mark.skipif("htcp" in bpf_ccas.kernel_ccas(), reason="this kernel has H-TCP: nothing to fall back from")
+def test_htcp_runs_as_its_bpf_version_where_the_profile_allows_it_and_is_refused_where_not(tmp_path):
+    config = write_lab_config(tmp_path, FALLBACK, "fallback", verify=PATIENT_VERIFY)
+    done = longhaul("run", "--config", str(config), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not ours_registered(), bpf_ccas.kernel_ccas()
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    (cell,) = json.loads((run_dir / "summary.json").read_text())["cells"]
+    assert cell["labels"]["cca_stand_ins"] == {"htcp": "lh_htcp"}
+    (flow,) = cell["trials"][0]["flows"]
+    assert flow["cca"] == "lh_htcp" and flow["observed_cca"] == ["lh_htcp"], flow     # what the socket ran
+    assert "htcp ran as lh_htcp (BPF" in next(run_dir.glob("report*.html")).read_text()
+
+    (tmp_path / "profiles" / "fallback.toml").write_text(FALLBACK.replace('cca_fallback = "bpf"\n', ""))
+    refused = longhaul("check", "--config", str(config), cwd=tmp_path)
+    assert refused.returncode == 2, refused.stdout[-2000:] + refused.stderr[-2000:]
+    assert "htcp" in refused.stderr and 'cca_fallback = "bpf" runs longhaul\'s lh_htcp instead' in refused.stderr

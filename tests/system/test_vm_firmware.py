@@ -2,8 +2,8 @@
 first-boot ready marker, which says how it booted as the booted kernel sees it (not as the VM was
 asked to boot); longhaul-boot-kernel switches the default kernel and the VM reboots into it, still
 under Secure Boot (both of the image's kernels are Debian's signed ones). One VM, beside the
-suite's fleets: the smoke fleet is the legacy-BIOS boot and the OPS fleet the plain UEFI boot
-(tests/system/test_qemu_lab.py checks what their VMs report)."""
+suite's fleets, which cover the other paths: the smoke fleet netboots (BIOS and iPXE) and the OPS
+fleet's disks boot by legacy BIOS (tests/system/test_qemu_lab.py checks what their VMs report)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from lab_support import our_namespaces
 
 from longhaul.core.paths import REPO
 from longhaul.hardware.backends.qemu import fleet as qf
+from longhaul.hardware.backends.qemu import plan as qp
 from longhaul.hardware.backends.qemu.firmware import FIRMWARE
 from longhaul.hardware.executors.process import ProcessTable
 
@@ -39,7 +40,7 @@ def _skip(firmware: str) -> None:
 def _one_vm(tmp_path: Path, firmware: str, tag: str) -> qf.VmFleet:
     """A fleet of one VM (R1) booted with `firmware`."""
     shown = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True).stdout
-    plan = qf.fleet_plan(tag, qf.free_index(os.getpid(), shown), 1, ns=f"lh-{tag}")
+    plan = qp.fleet_plan(tag, qp.free_index(os.getpid(), shown), 1, ns=f"lh-{tag}")
     plan = replace(plan, vms=(plan.vm("R1"),))
     return qf.VmFleet(plan, IMAGE, tmp_path / "fleet", ProcessTable(), firmware=firmware, boot_timeout_s=600)
 

@@ -45,9 +45,9 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
     trial.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.monotonic() + trial.offset_s
     with StealMeter() as steal, HostWatch({h.name: lab.executor(h.name) for h in lab.topo.hosts}) as watch:
-        trial.probe.start(t0)
-        trial.sampler.start(t0)
         try:
+            trial.probe.start(t0)           # a host lost as its probe starts is named like one lost later
+            trial.sampler.start(t0)
             with phases("flows"):
                 drive(trial, t0, on_tick, watch)
         except HostLost as exc:     # the runner decides: stop the run, or go on ([run] on_host_failure)
@@ -55,6 +55,7 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
             trial.errors.append(f"{exc} at {time.monotonic() - t0:.1f} s of the trial")
         except (TimeoutError, RuntimeError) as exc:  # this trial failed; the run goes on with the next one
             trial.errors.append(str(exc))
+            trial.lost = watch.settle()     # unless a host that went with it is why: then that host is named
         finally:
             wind_down = time.monotonic()
             wind_down_trial(trial, t0)

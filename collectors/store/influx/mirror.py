@@ -21,6 +21,7 @@ from pathlib import Path
 from longhaul.collectors.store.influx.settings import Credential, InfluxSettings
 from longhaul.collectors.store.influx.targets import Refused, Target, TargetDown, target_for
 from longhaul.collectors.store.influx.worker import CREDENTIAL_ENV
+from longhaul.collectors.store.manifest import RunManifest
 from longhaul.collectors.store.records import CellEntry, TrialSummary, Verification
 from longhaul.core.errors import PreflightError
 from longhaul.hardware.executors.process import Process
@@ -77,8 +78,8 @@ class InfluxMirror:
 
     # --- RunWriter ---
 
-    def write_manifest(self, manifest: dict) -> None:
-        self._send({"event": "run", "manifest": manifest})
+    def write_manifest(self, manifest: RunManifest) -> None:
+        self._send({"event": "run", "manifest": manifest.to_dict()})
 
     def begin_cell(self, entry: CellEntry) -> CellEntry:
         self._send({"event": "cell", "entry": entry.to_dict()})

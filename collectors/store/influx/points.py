@@ -23,6 +23,7 @@ from pathlib import Path
 from influxdb_client import Point, WritePrecision
 
 from longhaul.collectors.store import format as fmt
+from longhaul.collectors.store.manifest import RunManifest
 from longhaul.collectors.store.records import CellEntry, TrialSummary, Verification
 from longhaul.collectors.store.series import read_rows
 
@@ -72,19 +73,18 @@ def iso_ns(text: str | None) -> int | None:
     return int(when.timestamp()) * 1_000_000_000 + when.microsecond * 1000
 
 
-def run_start_ns(manifest: dict) -> int:
+def run_start_ns(manifest: RunManifest) -> int:
     """The time of the run's own and its cells' points: the run's start."""
-    return iso_ns(manifest.get("started")) or 0
+    return iso_ns(manifest.started) or 0
 
 
 def offset_ns(t_s: float) -> int:
     return round(t_s * 1_000_000) * 1000
 
 
-def run_tags(manifest: dict) -> dict[str, str]:
+def run_tags(manifest: RunManifest) -> dict[str, str]:
     """Tags every point of the run carries."""
-    host = manifest.get("host") or {}
-    return _clean({"run": manifest.get("run_id"), "backend": manifest.get("backend"), "kernel": host.get("kernel")})
+    return _clean({"run": manifest.run_id, "backend": manifest.backend, "kernel": manifest.host.kernel})
 
 
 def cell_tags(entry: CellEntry) -> dict[str, str]:
@@ -176,7 +176,7 @@ def flow_tags(entry: CellEntry) -> dict[str, dict[str, str]]:
     return {f.name: _clean({"tool": f.tool, "cca": f.cca, "role": f.role}) for f in entry.flows if f.name}
 
 
-def trial_lines(manifest: dict, entry: CellEntry, trial: TrialSummary, trial_dir: Path,
+def trial_lines(manifest: RunManifest, entry: CellEntry, trial: TrialSummary, trial_dir: Path,
                 problems: list[str]) -> Iterator[str]:
     """Everything of one trial: its summary, its flows, its tables (series and documents)."""
     base = iso_ns(trial.started) or run_start_ns(manifest)
@@ -223,7 +223,7 @@ def _float(value):
 
 # --- cells and the run ----------------------------------------------------------------------------
 
-def verification_lines(manifest: dict, entry: CellEntry, verification: Verification) -> list[str]:
+def verification_lines(manifest: RunManifest, entry: CellEntry, verification: Verification) -> list[str]:
     base = run_start_ns(manifest)
     tags = {**run_tags(manifest), **cell_tags(entry)}
     v = verification
@@ -240,7 +240,7 @@ def verification_lines(manifest: dict, entry: CellEntry, verification: Verificat
     return lines + doc_lines(run_tags(manifest), rel, json.dumps(v.to_dict()), base)
 
 
-def cell_lines(manifest: dict, entry: CellEntry) -> list[str]:
+def cell_lines(manifest: RunManifest, entry: CellEntry) -> list[str]:
     base = run_start_ns(manifest)
     tags = {**run_tags(manifest), **cell_tags(entry)}
     stats = entry.stats
@@ -257,22 +257,21 @@ def cell_lines(manifest: dict, entry: CellEntry) -> list[str]:
     return [line for line in lines if line]
 
 
-def run_lines(manifest: dict, summary: dict | None = None) -> list[str]:
+def run_lines(manifest: RunManifest, summary: dict | None = None) -> list[str]:
     """The run's point and its documents: manifest.json, and summary.json when given."""
     base = run_start_ns(manifest)
     tags = run_tags(manifest)
-    version = manifest.get("longhaul") or {}
-    lines = [point(RUN, {**tags, **_clean({"host": (manifest.get("host") or {}).get("hostname")})},
-                   {"status": manifest.get("status"), "finished": manifest.get("finished"),
-                    "git_revision": version.get("git_revision"), "longhaul_version": version.get("version"),
-                    "cells": len(manifest.get("cells") or [])}, base)]
-    lines += doc_lines(tags, fmt.MANIFEST, json.dumps(manifest), base)
+    lines = [point(RUN, {**tags, **_clean({"host": manifest.host.hostname})},
+                   {"status": manifest.status, "finished": manifest.finished,
+                    "git_revision": manifest.longhaul.git_revision, "longhaul_version": manifest.longhaul.version,
+                    "cells": len(manifest.cells)}, base)]
+    lines += doc_lines(tags, fmt.MANIFEST, json.dumps(manifest.to_dict()), base)
     if summary is not None:
         lines += doc_lines(tags, fmt.SUMMARY, json.dumps(summary), base)
     return lines
 
 
-def source_lines(manifest: dict, run_dir: Path) -> list[str]:
+def source_lines(manifest: RunManifest, run_dir: Path) -> list[str]:
     """The config and profiles as run (config.toml, profiles/*.toml), so a run rebuilt from the
     database can be resumed and its report shows its sources."""
     base = run_start_ns(manifest)

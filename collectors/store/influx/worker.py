@@ -32,6 +32,7 @@ from longhaul.collectors.store.influx.settings import Credential, InfluxSettings
 from longhaul.collectors.store.influx.shipper import Shipper, ShipReport
 from longhaul.collectors.store.influx.spool import Spool, SpoolError, spool_dir
 from longhaul.collectors.store.influx.targets import Target, target_for
+from longhaul.collectors.store.manifest import RunManifest
 from longhaul.collectors.store.records import CellEntry, TrialSummary, Verification
 from longhaul.core.tables import read_json
 
@@ -53,7 +54,7 @@ class SpoolWorker:
         self.shipper = Shipper(target, self.dir, settings.batch_lines, say)
         self.target = target
         manifest_path = self.run_dir / fmt.MANIFEST     # a resumed run: the manifest is there already
-        self.manifest: dict = read_json(manifest_path) if manifest_path.is_file() else {}
+        self.manifest = RunManifest.from_dict(read_json(manifest_path) if manifest_path.is_file() else {})
         self.problems: list[str] = []
         self.failed: str | None = None      # the spool could not be written: export rebuilds it
         self.finished = False
@@ -108,7 +109,7 @@ class SpoolWorker:
     def _lines(self, event: dict) -> list[str]:
         kind = event["event"]
         if kind == "run":             # the config and profiles are written after it: they come at finish
-            self.manifest = event["manifest"]
+            self.manifest = RunManifest.from_dict(event["manifest"])
             return points.run_lines(self.manifest)
         if kind == "cell":
             return points.cell_lines(self.manifest, CellEntry.from_dict(event["entry"]))
@@ -124,7 +125,7 @@ class SpoolWorker:
             return lines + points.cell_lines(self.manifest, entry)
         if kind == "finish":          # the files hold the final manifest and summary
             self.finished = True
-            self.manifest = read_json(self.run_dir / fmt.MANIFEST)
+            self.manifest = RunManifest.from_dict(read_json(self.run_dir / fmt.MANIFEST))
             return (points.run_lines(self.manifest, read_json(self.run_dir / fmt.SUMMARY))
                     + points.source_lines(self.manifest, self.run_dir))
         raise ValueError(f"unknown event {kind!r}")

@@ -28,25 +28,21 @@ def read_plan(run_dir: Path) -> dict:
     return json.loads((Path(run_dir) / PLAN_FILE).read_text())
 
 
-def _trials(cell: dict) -> list[dict]:
-    return [t for t in cell.get("trials") or [] if t.get("status") == "ok"]
-
-
 def recording_rows(run_dir: Path) -> tuple[list[tuple], list[str]]:
     """Dataset rows (class, probing, run, t_s, rtt_ms) from every finished recording cell, t_s
     from the end of the warm-up; and the scenarios that gave none (refused, failed, not run)."""
     store, plan = load_store(run_dir), read_plan(run_dir)
     warm, length = plan["warmup_s"], plan["duration_s"]
     rows, missing = [], []
-    for cell in store.cells:
-        what = plan["scenarios"].get(cell.get("scenario"))
-        trials = _trials(cell)
+    for cell in store.entries:
+        what = plan["scenarios"].get(cell.scenario)
+        trials = cell.ok_trials
         if what is None:
             continue
         if not trials:
-            missing.append(cell["scenario"])
+            missing.append(cell.scenario)
             continue
-        t, rtt = store.trial_series(cell["id"], trials[0]["trial"]).rtt or (np.array([]), np.array([]))
+        t, rtt = store.trial_series(cell.id, trials[0].trial).rtt or (np.array([]), np.array([]))
         keep = (t >= warm) & (t < warm + length)
         run = f"{what['probing']}-{what['class']}"
         rows += [(what["class"], what["probing"], run, round(float(a - warm), 3), float(b))
@@ -69,15 +65,15 @@ def fig29_entries(run_dir: Path) -> list[dict]:
     to what the decision maps the true background to."""
     store, plan = load_store(run_dir), read_plan(run_dir)
     entries = []
-    for cell in store.cells:
-        what = plan["scenarios"].get(cell.get("scenario"))
-        trials = _trials(cell)
+    for cell in store.entries:
+        what = plan["scenarios"].get(cell.scenario)
+        trials = cell.ok_trials
         if what is None or not trials:
             continue
         trial = trials[0]
-        trial_dir = store.trial_dir(cell["id"], trial["trial"])
-        series = store.trial_series(cell["id"], trial["trial"])
-        fg = next(f for f in trial["flows"] if f["name"] == "fg")
+        trial_dir = store.trial_dir(cell.id, trial.trial)
+        series = store.trial_series(cell.id, trial.trial)
+        fg = trial.flow("fg")
         events = [e for e in read_rows(trial_dir / fmt.EVENTS_CSV, []) or [] if e["flow"] == "fg"]
         starts = [float(e["planned_start_s"]) for e in events]
         stops = [float(e["planned_stop_s"] or e["planned_start_s"]) for e in events]
@@ -95,14 +91,14 @@ def fig29_entries(run_dir: Path) -> list[dict]:
                               if k < len(starts) else None})
         right = plan.get("right_cca", {}).get(what["background"])
         chosen = [d["ops_cca"] for d in decisions if d["ops_cca"]]
-        fg_mbps = fg.get("mean_mbps")
+        fg_mbps = fg.mean_mbps if fg else None
         entries.append({
             "background": what["background"], "scheme": what["scheme"], "fg_mbps": fg_mbps, "bg_mbps": bg_mbps,
-            "fg_bytes": fg.get("bytes"), "completion_s": round(span[1] - span[0], 3),
+            "fg_bytes": fg.bytes if fg else None, "completion_s": round(span[1] - span[0], 3),
             "jain": jain([fg_mbps, bg_mbps]) if fg_mbps and bg_mbps else None,
             "decisions": decisions, "right_cca": right,
             "ops_right": sum(c == right for c in chosen) / len(chosen) if right and chosen else None,
-            "paper": PAPER_FIG29.get((what["background"], what["scheme"]), {}), "cell": cell["id"]})
+            "paper": PAPER_FIG29.get((what["background"], what["scheme"]), {}), "cell": cell.id})
     return entries
 
 

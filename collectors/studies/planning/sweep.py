@@ -90,7 +90,7 @@ def run_plan(trace: Trace, sweep: SweepSection) -> dict:
         m["gap_change"] = metrics.gap_change(m["gap_bps"], base_gap)
         configs.append({"od_transfers_pct": od_pct, "od_bandwidth_pct": bw_pct, "load_ratio": load, **m})
     return {
-        "format": PLAN_FORMAT, "created": now_iso(), "longhaul": git_revision(REPO), "host": host_info(),
+        "format": PLAN_FORMAT, "created": now_iso(), "longhaul": git_revision(REPO).to_dict(), "host": host_info().to_dict(),
         "trace": summary, "sweep": sweep.model_dump(), "split": split_mode(trace, sweep), "capacity_bps": capacity,
         "capacity_from": "plan" if sweep.capacity_gbps else f"the trace's peak in {sweep.bin_s:g} s bins",
         "baseline": [{"load_ratio": load, **m} for load, m in sorted(baseline.items())],

@@ -94,7 +94,7 @@ def suite_runs(runs_dir: Path, profile: str) -> tuple[list[StoredRun], list[str]
             skipped.append(f"{path.name}: {run.status}")
             continue
         runs.append(run)
-    runs.sort(key=lambda r: (r.manifest.get("started") or "", r.run_id))
+    runs.sort(key=lambda r: (r.manifest.started or "", r.run_id))
     return runs, skipped
 
 
@@ -109,7 +109,7 @@ def build_history(runs: list[StoredRun], profile: str, level: float = DEFAULT_LE
             if key not in table:
                 metrics[key] = metric_of(name)
                 table[key] = MetricSeries(RUN_CELL, RUN_CELL, False, name, metrics[key].unit)
-            table[key].points.append(Point(run.run_id, run.manifest.get("started"), run_kernel(run), value, [value]))
+            table[key].points.append(Point(run.run_id, run.manifest.started, run_kernel(run), value, [value]))
         for cid, cell in run_samples(run).items():
             if not cid.startswith(f"{profile}-"):
                 continue
@@ -118,7 +118,7 @@ def build_history(runs: list[StoredRun], profile: str, level: float = DEFAULT_LE
                 if key not in table:
                     metrics[key] = cell.metrics[name]
                     table[key] = MetricSeries(cid, cell.scenario, cell.calibration, name, cell.metrics[name].unit)
-                table[key].points.append(Point(run.run_id, run.manifest.get("started"), run_kernel(run),
+                table[key].points.append(Point(run.run_id, run.manifest.started, run_kernel(run),
                                                statistics.median(values), list(values)))
     by_id = {r.run_id: r for r in runs}
     for key, series in table.items():

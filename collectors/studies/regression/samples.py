@@ -152,7 +152,7 @@ def run_samples(run: StoredRun) -> dict[str, CellSamples]:
 
 
 def run_profiles(run: StoredRun) -> list[str]:
-    return sorted((run.manifest.get("profiles") or {}).keys())
+    return sorted(run.manifest.profiles)
 
 
 def _release(host: dict | None) -> str | None:

@@ -49,8 +49,8 @@ class RegressionSection:
 def _context(store: StoredRun, run_metrics: RunMetrics) -> dict:
     profile = next(e.profile for e in store.entries if is_calibration(e))
     runs, skipped = suite_runs(store.run_dir.parent, profile)
-    started = store.manifest.get("started") or ""
-    runs = [r for r in runs if (r.manifest.get("started") or "") <= started and r.run_id != store.run_id]
+    started = store.manifest.started or ""
+    runs = [r for r in runs if (r.manifest.started or "") <= started and r.run_id != store.run_id]
     runs = runs + [store] if store.status == "complete" else runs
     history = build_history(runs, profile, skipped=skipped, run_metrics=run_metrics)
     by_cell: dict[str, list[MetricSeries]] = {}

@@ -27,6 +27,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from longhaul.collectors.store.reader import StoredRun
+from longhaul.collectors.store.records import CellEntry, FlowResult, TrialSummary
 from longhaul.collectors.studies.stiff_udp import analysis as su
 from longhaul.collectors.studies.stiff_udp import appropriation as ap
 from longhaul.collectors.studies.stiff_udp import reference as ref
@@ -54,7 +55,7 @@ class StiffUdpSection:
 
     def applies(self, store: StoredRun) -> bool:
         try:
-            candidates = [c for c in store.cells if _candidate(c)]
+            candidates = [c for c in store.entries if _candidate(c)]
         except Exception:  # noqa: BLE001 - an unreadable store is the rest of the report's business
             log.exception("seed 002 section: cell detection failed")
             return False
@@ -83,17 +84,17 @@ SECTION = StiffUdpSection()
 
 # ---- detection and per-cell numbers -------------------------------------------------------------
 
-def _seed002(cell: dict) -> bool:
-    source = str(((cell.get("reference") or {}).get("source")) or "")
-    return source.lower().startswith("seed 002") or bool(re.fullmatch(r"cross-p\d+", str(cell.get("scenario"))))
+def _seed002(cell: CellEntry) -> bool:
+    source = str((cell.reference or {}).get("source") or "")
+    return source.lower().startswith("seed 002") or bool(re.fullmatch(r"cross-p\d+", str(cell.scenario)))
 
 
-def _candidate(cell: dict) -> bool:
+def _candidate(cell: CellEntry) -> bool:
     """The cheap test first: most runs have nothing for this section."""
     return _seed002(cell) or any(f.get("pattern") == SINUSOID for f in _flows(cell, None).values())
 
 
-def _shape(store, cell: dict) -> tuple[str | None, dict | None, dict[str, dict]]:
+def _shape(store, cell: CellEntry) -> tuple[str | None, dict | None, dict[str, dict]]:
     """("stiff" | "cross" | None, the expanded cell, its flows) of a candidate cell: a foreground
     TCP flow against a sinusoid, or (seed 002 only) against background TCP flows."""
     decl = _declared(store, cell)
@@ -110,23 +111,23 @@ def _shape(store, cell: dict) -> tuple[str | None, dict | None, dict[str, dict]]
 def _collect(store, notes: list[str]) -> tuple[list[dict], list[dict]]:
     """(stiff-UDP cases, cross-traffic cases): one dict per seed-002 cell with its numbers."""
     stiff, cross = [], []
-    for cell in store.cells:
+    for cell in store.entries:
         if not _candidate(cell):
             continue
         try:
             _add_case(store, cell, stiff, cross)
         except Exception as exc:  # one odd cell must not hide the others
-            log.exception("seed 002 section: cell %s", cell.get("id"))
-            notes.append(f"Cell {cell.get('id')} could not be analysed: {exc}")
+            log.exception("seed 002 section: cell %s", cell.id)
+            notes.append(f"Cell {cell.id} could not be analysed: {exc}")
     return stiff, cross
 
 
-def _add_case(store, cell: dict, stiff: list[dict], cross: list[dict]) -> None:
+def _add_case(store, cell: CellEntry, stiff: list[dict], cross: list[dict]) -> None:
     kind, decl, flows = _shape(store, cell)
     if kind is None:
         return
     fg = next(f for f in flows.values() if f.get("role") == "foreground" and (f.get("protocol") or "tcp") == "tcp")
-    ok = [t for t in cell.get("trials") or [] if t.get("status") == "ok"]
+    ok = cell.ok_trials
     case = {"cell": cell, "fg": fg["name"], "streams": _int(fg.get("streams")) or 1, "ok": ok,
             "tcp_mbps": _values(ok, fg["name"], "mean_mbps"), "tcp_bytes": _values(ok, fg["name"], "bytes")}
     if kind == "stiff":
@@ -135,34 +136,34 @@ def _add_case(store, cell: dict, stiff: list[dict], cross: list[dict]) -> None:
     else:
         bg_tcp = [n for n, f in flows.items() if f.get("role") == "background" and f.get("protocol") == "tcp"]
         case["k"] = sum(_int(flows[n].get("streams")) or 1 for n in bg_tcp)
-        case["cross"] = [sum(_flow(t, n)["mean_mbps"] for n in bg_tcp) for t in ok
+        case["cross"] = [sum(_values([t], n, "mean_mbps")[0] for n in bg_tcp) for t in ok
                          if all(_values([t], n, "mean_mbps") for n in bg_tcp)]
         cross.append(case)
 
 
-def _declared(store, cell: dict) -> dict | None:
+def _declared(store, cell: CellEntry) -> dict | None:
     """The expanded cell {topology, probe, flows} as run: the manifest's copy, else the profile snapshot."""
-    for c in store.manifest.get("cells") or []:
-        if c.get("id") == cell.get("id") and isinstance(c.get("cell"), dict):
-            return c["cell"]
-    prof = (store.manifest.get("profiles") or {}).get(cell.get("profile")) or {}
-    if not prof.get("source"):
+    declared = store.manifest.declared(cell.id)
+    if declared is not None and isinstance(declared.cell, dict):
+        return declared.cell
+    prof = store.manifest.profile(cell.profile)
+    if prof is None or not prof.source:
         return None
     try:
-        doc = tomllib.loads(prof["source"])
+        doc = tomllib.loads(prof.source)
     except tomllib.TOMLDecodeError:
         return None
     parts = {"topology": dict(doc.get("topology") or {}), "probe": dict(doc.get("probe") or {})}
-    scen = next((s for s in doc.get("scenarios") or [] if s.get("name") == cell.get("scenario")), {})
+    scen = next((s for s in doc.get("scenarios") or [] if s.get("name") == cell.scenario), {})
     flows = {f.get("name"): dict(f) for f in doc.get("flows") or []
              if scen.get("flows") is None or f.get("name") in scen["flows"]}
-    for key, value in [*(scen.get("set") or {}).items(), *(cell.get("params") or {}).items()]:
+    for key, value in [*(scen.get("set") or {}).items(), *cell.params.items()]:
         path = str(key).split(".")
         if path[0] == "flows" and len(path) == 3 and path[1] in flows:
             flows[path[1]][path[2]] = value
         elif len(path) == 2 and path[0] in parts:
             parts[path[0]][path[1]] = value
-    scale = num(store.manifest.get("time_scale_override")) or num(prof.get("time_scale")) \
+    scale = num(store.manifest.time_scale_override) or num(prof.time_scale) \
         or num((doc.get("profile") or {}).get("time_scale")) or 1.0
     for f in flows.values():
         if num(f.get("duration_s")) is not None:
@@ -170,13 +171,13 @@ def _declared(store, cell: dict) -> dict | None:
     return {**parts, "flows": list(flows.values())}
 
 
-def _flows(cell: dict, decl: dict | None) -> dict[str, dict]:
-    """Flow name -> declared keys: summary's declared flows, completed by the expanded cell's."""
+def _flows(cell: CellEntry, decl: dict | None) -> dict[str, dict]:
+    """Flow name -> declared keys: summary's declared flows (as stored: every key, None where unset),
+    completed by the expanded cell's, which hold what summary.json does not (a sinusoid's min/max/period)."""
     full = {f.get("name"): f for f in (decl or {}).get("flows") or []}
-    out = {f.get("name"): {**full.get(f.get("name"), {}), **f} for f in cell.get("flows") or []}
-    if not out:   # a cell rebuilt from trial files only
-        out = {f.get("name"): {**full.get(f.get("name"), {}), **f}
-               for t in cell.get("trials") or [] for f in t.get("flows") or []}
+    # a cell rebuilt from trial files only has its flows in its trials
+    stored = cell.flows or [f for t in cell.trials for f in t.flows]
+    out = {f.name: {**full.get(f.name, {}), **f.to_dict()} for f in stored}
     return {n: f for n, f in out.items() if n}
 
 
@@ -184,7 +185,7 @@ def _stiff_numbers(store, case: dict, sine: dict, decl: dict | None, flows: dict
     cell, fg = case["cell"], flows[case["fg"]]
     lo, hi, period = num(sine.get("min_mbps")), num(sine.get("max_mbps")), num(sine.get("period_s"))
     tau = num(fg.get("duration_s")) or num(sine.get("duration_s"))
-    link = num((cell.get("topology") or {}).get("bottleneck_rate_mbps")) \
+    link = num(cell.topology.bottleneck_rate_mbps) \
         or num(((decl or {}).get("topology") or {}).get("bottleneck_rate_mbps"))
     icmp = _icmp_mbps((decl or {}).get("probe") or {}) if decl else None
     t_bytes = None
@@ -192,13 +193,13 @@ def _stiff_numbers(store, case: dict, sine: dict, decl: dict | None, flows: dict
         t_bytes = su.theoretical_capacity_bytes(tau, link, lo, hi, period, icmp, c_s=period / (2 * math.pi))
     rtts, fallback = [], 0
     for t in case["ok"]:
-        series = store.trial_series(cell["id"], t.get("trial")).rtt
+        series = store.trial_series(cell.id, t.trial).rtt
         if series is not None and series[0].size:
             keep = (series[0] >= 0) & (series[0] <= (tau or np.inf))   # the transfer, not the tail
             if keep.any():
                 rtts.append(float(np.median(series[1][keep])))
-        elif num((t.get("rtt") or {}).get("median_ms")) is not None:
-            rtts.append(float(t["rtt"]["median_ms"]))
+        elif t.rtt is not None and num(t.rtt.median_ms) is not None:
+            rtts.append(float(t.rtt.median_ms))
             fallback += 1
     return {"lo": lo, "hi": hi, "period": period, "tau": tau, "link": link, "icmp": icmp,
             "t_bytes": t_bytes, "udp": sine["name"], "start": num(sine.get("start_s")) or 0.0,
@@ -242,12 +243,12 @@ def _render(store, stiff: list[dict], cross: list[dict], notes: list[str]) -> di
         notes.append("No cross-traffic cells (cross-p<N>) in this run: Table III and the appropriation "
                      "of section VII.C are not reproduced.")
     for case in stiff + cross:
-        n_all = len(case["cell"].get("trials") or [])
+        n_all = len(case["cell"].trials)
         if len(case["ok"]) < n_all or not n_all:
-            notes.append(f"Cell {case['cell'].get('id')}: {len(case['ok'])} of {n_all} trials ok; "
+            notes.append(f"Cell {case['cell'].id}: {len(case['ok'])} of {n_all} trials ok; "
                          f"only ok trials are used.")
         if case.get("rtt_fallback"):
-            notes.append(f"Cell {case['cell'].get('id')}: rtt.csv missing in {case['rtt_fallback']} "
+            notes.append(f"Cell {case['cell'].id}: rtt.csv missing in {case['rtt_fallback']} "
                          f"trial(s); their median RTT is trial.json's (whole trial).")
     return out
 
@@ -272,7 +273,7 @@ def _effectiveness(rng: tuple, cases: list[dict], notes: list[str]) -> dict:
     for streams, case, name in _rows(cases, rng, "UDP " + _range(rng), notes):
         c = case or {}
         if case and not case["t_bytes"]:
-            notes.append(f"Cell {case['cell'].get('id')}: T needs the sinusoid's min/max/period, the "
+            notes.append(f"Cell {case['cell'].id}: T needs the sinusoid's min/max/period, the "
                          f"duration, the bottleneck rate and the probe settings; not all were recorded.")
         rows.append(_tr(name, _ms(c.get("tcp_mbps")), _paper(case, table, name, "tcp", "Throughput Mb/sec"),
                         _f(mean(c.get("tcp_bytes")), 1, 1e-6), _paper(case, table, name, None, "Measured MB"),
@@ -294,7 +295,7 @@ def _fairness(rng: tuple, cases: list[dict], notes: list[str]) -> dict:
                         _paper(case, table, name, "sqrt_p", "\\sqrt{p}"), _f(loss, 3),
                         str(len(c.get("ok") or []))))
         if case and case["ok"] and not c.get("loss"):
-            notes.append(f"Cell {case['cell'].get('id')}: no UDP loss recorded; √p is “–”.")
+            notes.append(f"Cell {case['cell'].id}: no UDP loss recorded; √p is “–”.")
     return {"title": _title(table, "fairness", rng), "rows": rows}
 
 
@@ -330,7 +331,7 @@ def _rows(cases: list[dict], rng, what: str | None, notes: list[str]):
     by = {}
     for c in cases:
         if c["streams"] in by:
-            notes.append(f"Cells {by[c['streams']]['cell'].get('id')} and {c['cell'].get('id')} are both "
+            notes.append(f"Cells {by[c['streams']]['cell'].id} and {c['cell'].id} are both "
                          f"{_row_name(c['streams'])} ({what}); only the first is shown.")
             continue
         by[c["streams"]] = c
@@ -345,8 +346,8 @@ def _figure(store, ranges, stiff: list[dict], notes: list[str]) -> str | None:
     picks = []
     for rng in ranges:
         for case in sorted((c for c in stiff if (c["lo"], c["hi"]) == rng), key=lambda c: c["streams"]):
-            trial, thr = next(((t.get("trial"), s) for t in case["ok"]
-                               if (s := store.trial_series(case["cell"]["id"], t.get("trial")).throughput)),
+            trial, thr = next(((t.trial, s) for t in case["ok"]
+                               if (s := store.trial_series(case["cell"].id, t.trial).throughput)),
                               (None, None))
             if trial is not None:
                 picks.append((case, trial, thr))
@@ -373,7 +374,7 @@ def _figure(store, ranges, stiff: list[dict], notes: list[str]) -> str | None:
                         ax.plot(thr[flow][0][keep], thr[flow][1][keep], ".-", ms=2.5, lw=0.9, color=color,
                                 label=f"{flow} received (1 s)")
                 decorate(ax, f"UDP {_range((case['lo'], case['hi']))} Mb/s vs {_row_name(case['streams'])}: "
-                          f"{case['cell'].get('id')}, trial {trial}", "time since trial start (s)", "Mb/s")
+                          f"{case['cell'].id}, trial {trial}", "time since trial start (s)", "Mb/s")
                 ax.set_ylim(bottom=0)
             return to_svg(fig, "stiff-udp")
         finally:
@@ -399,17 +400,17 @@ def _cell(text: str) -> dict:
 
 
 def _paper_value(case, key: str | None, default):
-    values = (((case or {}).get("cell") or {}).get("reference") or {}).get("values") or {}
+    values = ((case["cell"].reference if case else None) or {}).get("values") or {}
     return num(values.get(key)) if key and num(values.get(key)) is not None else num(default)
 
 
-def _values(trials: list[dict], flow: str, key: str) -> list[float]:
-    """`key` of `flow` in each trial that recorded it."""
-    return [v for t in trials if (v := num(_flow(t, flow).get(key))) is not None]
+def _values(trials: list[TrialSummary], flow: str, key: str) -> list[float]:
+    """`key` (a FlowResult field) of `flow` in each trial that recorded it."""
+    return [v for t in trials if (v := num(_field(t.flow(flow), key))) is not None]
 
 
-def _flow(trial: dict, name: str) -> dict:
-    return next((f for f in trial.get("flows") or [] if f.get("name") == name), {})
+def _field(flow: FlowResult | None, key: str):
+    return None if flow is None else getattr(flow, key)
 
 
 def _title(table, what: str, rng: tuple) -> str:

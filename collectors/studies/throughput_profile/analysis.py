@@ -18,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from longhaul.collectors.store.format import THROUGHPUT_CSV
 from longhaul.collectors.store.reader import StoreError, load_store
+from longhaul.collectors.store.records import FlowDecl
 
 TRIAL_COLUMNS = ("cca", "streams", "buffer", "rtt_ms", "repeat", "mbps")
 TRACE_KEY_COLUMNS = ("cca", "streams", "buffer", "rtt_ms", "repeat")
@@ -133,32 +135,31 @@ def trials_from_store(store) -> list[Trial]:
     The RTT is the configured one (the sweep's value, what the profile is drawn against); the
     buffer is the cell's swept value, else what the profile fixed ([tuning] or the flow's own).
     """
-    declared = {c.get("id"): c.get("cell") or {} for c in store.manifest.get("cells") or []}
+    declared = {c.id: c.cell or {} for c in store.manifest.cells}
     rows = []
-    for cell in store.cells:
-        rtt, capacity = _number(cell["topology"].get("rtt_ms")), _number(cell["topology"].get("bottleneck_rate_mbps"))
+    for cell in store.entries:
+        rtt, capacity = _number(cell.topology.rtt_ms), _number(cell.topology.bottleneck_rate_mbps)
         if rtt is None:
             continue
-        full = declared.get(cell["id"], {})
-        roles = {f.get("name"): f for f in cell["flows"]}
-        for trial in cell["trials"]:
-            if trial.get("status") != "ok" or not isinstance(trial.get("trial"), int):
+        full = declared.get(cell.id, {})
+        roles = {f.name: f for f in cell.flows}
+        for trial in cell.ok_trials:
+            if not isinstance(trial.trial, int):
                 continue
-            path = store.run_dir / "cells" / cell["id"] / f"trial-{trial['trial']}" / "throughput.csv"
-            for flow in trial.get("flows") or []:
-                name = flow.get("name")
-                decl = roles.get(name, {})
-                if (flow.get("role") or decl.get("role")) != "foreground" or flow.get("protocol") == "udp":
+            path = store.trial_dir(cell.id, trial.trial) / THROUGHPUT_CSV
+            for flow in trial.flows:
+                decl = roles.get(flow.name) or FlowDecl()
+                if (flow.role or decl.role) != "foreground" or flow.protocol == "udp":
                     continue
-                mbps = _number(flow.get("mean_mbps"))
+                mbps = _number(flow.mean_mbps)
                 if mbps is None:
                     continue
                 rows.append(Trial(
-                    cca=str(flow.get("cca") or decl.get("cca") or (full.get("tuning") or {}).get("cca") or "unknown"),
-                    streams=int(flow.get("streams") or decl.get("streams") or 1),
-                    buffer=_cell_buffer(cell.get("params") or {}, full, name), rtt_ms=rtt,
-                    repeat=trial["trial"], mbps=mbps, trace=path if path.is_file() else None,
-                    flow=name, capacity_mbps=capacity))
+                    cca=str(flow.cca or decl.cca or (full.get("tuning") or {}).get("cca") or "unknown"),
+                    streams=int(flow.streams or decl.streams or 1),
+                    buffer=_cell_buffer(cell.params or {}, full, flow.name), rtt_ms=rtt,
+                    repeat=trial.trial, mbps=mbps, trace=path if path.is_file() else None,
+                    flow=flow.name, capacity_mbps=capacity))
     return rows
 
 

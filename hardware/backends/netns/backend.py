@@ -29,15 +29,17 @@ class NetnsSession:
     runs_tools_here = True
 
     def __init__(self, features: Features, procs, trex: TrexSection | None = None,
-                 bpf: bpf_ccas.Holding | None = None, ccas: tuple[str, ...] = ()):
+                 bpf: bpf_ccas.Holding | None = None, ccas: tuple[str, ...] = (), fallback: tuple[str, ...] = ()):
         """bpf, ccas: the run's hold on BPF congestion controls, and the algorithms its cells name
-        (the BPF ones among them are registered when the first lab is built)."""
+        (the BPF ones among them are registered when the first lab is built); fallback: those
+        whose BPF version may stand in, registered where this kernel lacks them."""
         self.features = features
         self.congestion_controls = features.runnable_ccas
         self._procs = procs
         self._trex = trex
         self._bpf = bpf
-        self._ccas = ccas
+        self._ccas = ccas + tuple(bpf_ccas.stand_in(c) or c for c in fallback
+                                  if c not in features.congestion_controls)
 
     def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> NetnsLab:
         if self._bpf is not None:
@@ -82,7 +84,7 @@ class NetnsBackend:
         features = preflight()
         # the marker names this run's namespaces, so `longhaul clean` knows whose they are
         with run_marker.marked(ctx.tag, ctx.run_dir, ctx.procs), bpf_ccas.held(ctx.tag) as bpf:
-            yield NetnsSession(features, ctx.procs, configured.trex, bpf, needs.ccas)
+            yield NetnsSession(features, ctx.procs, configured.trex, bpf, needs.ccas, needs.bpf_fallback)
 
 
 def preflight_table(features: Features) -> Table:

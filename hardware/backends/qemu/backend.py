@@ -22,10 +22,13 @@ from longhaul.core.model import Strict
 from longhaul.hardware import run_marker
 from longhaul.hardware.backends.base import LabNeeds, Readiness, RunContext
 from longhaul.hardware.backends.qemu import fleet as qemu_fleet
+from longhaul.hardware.backends.qemu import plan as qemu_plan
 from longhaul.hardware.backends.qemu.firmware import FIRMWARE
 from longhaul.hardware.backends.ssh.backend import open_session
 from longhaul.hardware.executors.process import LocalExecutor, ProcessTable
+from longhaul.hardware.generator import TrexSection, configured_tree
 from longhaul.hardware.namespaces import remove_namespace, stale_namespaces
+from longhaul.hardware.netboot.plan import SQUASHFS
 from longhaul.hardware.topology import NS_PREFIX
 
 log = logging.getLogger(__name__)
@@ -37,25 +40,34 @@ class QemuSection(Strict):
     image: str = "build/image"            # the image directory, relative to config.toml
     accel: Literal["auto", "tcg", "kvm"] = "auto"
     memory_mb: int = Field(512, ge=256, le=16384)
-    boot_timeout_s: float = Field(420, gt=0, le=3600)
+    # unset: 420 s, or under TCG more as the VMs per core grow (fleet.boot_timeout)
+    boot_timeout_s: float | None = Field(None, gt=0, le=3600)
     # how the VMs boot the image: legacy BIOS, UEFI, or UEFI with Secure Boot (OVMF)
     firmware: Literal[tuple(FIRMWARE)] = "bios"         # type: ignore[valid-type]
+    # disk: each VM boots a copy-on-write overlay of the image; network: the VMs have no disk and
+    # PXE-boot from `longhaul netboot`'s server on the fleet's management network (hardware/netboot),
+    # the root in RAM (memory_mb is raised to hold it)
+    boot: Literal["disk", "network"] = "disk"
 
 
 class QemuSettings(Strict):
     qemu: QemuSection = QemuSection()
+    # a TRex release tree on this machine: the fleet gains a generator VM G1 that runs it
+    # (hardware/backends/qemu/generator.py)
+    trex: TrexSection | None = None
 
 
 @dataclass(frozen=True)
 class QemuConfigured:
     image_dir: Path
     section: QemuSection
+    trex: TrexSection | None = None
 
 
 class QemuBackend:
     name = "qemu"
     settings = QemuSettings
-    generator_how = "no setting yet: the VM fleet has no generator VM (use the netns lab's [lab.trex] or an ssh inventory)"
+    generator_how = "[lab.trex] path = a TRex release tree on this machine (a generator VM runs it)"
 
     def configure(self, settings: QemuSettings, config_dir: Path) -> QemuConfigured:
         """The image directory, checked now: no VM is booted from a missing image."""
@@ -77,10 +89,14 @@ class QemuBackend:
         absent = FIRMWARE[firmware].missing()
         if absent:
             raise SettingError(("qemu", "firmware"), firmware, f"a firmware this machine has: {absent}")
-        return QemuConfigured(found, settings.qemu)
+        if settings.qemu.boot == "network":
+            why = netboot_unavailable(found, firmware)
+            if why:
+                raise SettingError(("qemu", "boot"), "network", f"'disk', or 'network' where {why}")
+        return QemuConfigured(found, settings.qemu, configured_tree(settings.trex, config_dir))
 
     def has_generator(self, configured: QemuConfigured) -> bool:
-        return False            # the VM fleet has no TRex host
+        return configured.trex is not None      # TRex on G1's virtio port, bound to DPDK
 
     def check(self, configured: QemuConfigured, needs: LabNeeds, console) -> Readiness:
         """The VMs exist only during a run: check what boots them."""
@@ -125,6 +141,17 @@ class QemuBackend:
                 fleet.keep_consoles(ctx.lab_dir / "vms")
 
 
+def netboot_unavailable(image_dir: Path, firmware: str) -> str | None:
+    """Why this machine cannot netboot the fleet, or None."""
+    if firmware == "uefi-secureboot":
+        return "the firmware is 'bios' or 'uefi' (Debian's iPXE is not signed for Secure Boot)"
+    if not (image_dir / SQUASHFS).is_file():
+        return f"the image has {SQUASHFS} (rebuild it: make image)"
+    if not shutil.which("dnsmasq"):
+        return "dnsmasq is installed (Debian's dnsmasq-base; make setup installs it)"
+    return None
+
+
 @contextmanager
 def _fleet(configured: QemuConfigured, needs: LabNeeds, ctx: RunContext):
     q = configured.section
@@ -132,14 +159,17 @@ def _fleet(configured: QemuConfigured, needs: LabNeeds, ctx: RunContext):
         raise PreflightError("preflight failed: the qemu backend needs qemu-system-x86_64 (make setup installs it)")
     pid = os.getpid()
     shown = LocalExecutor("controller", ProcessTable()).run(["ip", "-j", "-4", "addr"]).stdout
-    plan = qemu_fleet.fleet_plan(f"lq{pid}", qemu_fleet.free_index(pid, shown), needs.pairs, ns=f"{NS_PREFIX}q{pid}")
+    trex = configured.trex if needs.generator else None
+    plan = qemu_plan.fleet_plan(f"lq{pid}", qemu_plan.free_index(pid, shown), needs.pairs, ns=f"{NS_PREFIX}q{pid}",
+                                 generator=trex is not None)
     workdir = ctx.run_dir.parent / f".qemu-{pid}"
     try:
         fleet = qemu_fleet.VmFleet(plan, configured.image_dir, workdir, ctx.procs, accel=q.accel,
-                                   memory_mb=q.memory_mb, boot_timeout_s=q.boot_timeout_s, firmware=q.firmware)
+                                   memory_mb=q.memory_mb, boot_timeout_s=q.boot_timeout_s, firmware=q.firmware,
+                                   boot_from=q.boot, trex=trex)
     except RuntimeError as exc:          # accel = "kvm" where KVM cannot boot the image
         raise PreflightError(f"preflight failed: {exc}") from None
-    ctx.say(f"booting {len(plan.vms)} VMs from {configured.image_dir} "
+    ctx.say(f"booting {len(plan.vms)} VMs from {configured.image_dir}{' by PXE' if q.boot == 'network' else ''} "
             f"(kernel {fleet.kernel}, {fleet.accel}: {fleet.accel_why})")
     try:
         fleet.start()

@@ -1,178 +1,73 @@
 """The qemu lab: the appliance image booted as router and end-node VMs, wired as a dumbbell.
 
-`fleet_plan` is pure: the VMs (S1..Sn, R1, R2, D1..Dn), their NICs and bridges, the seed each one
-boots with (appliance/image/firstboot.py reads it), and the inventory that describes them. A
-`VmFleet` realises it in one network namespace of its own: a bridge per link, a TAP per NIC, one
+A `VmFleet` realises a plan (hardware/backends/qemu/plan.py) in one network namespace of its own: a bridge per link, a TAP per NIC, one
 qemu per VM (each in its own session, pid recorded), a copy-on-write overlay of the image per VM.
 The management bridge reaches this machine through one veth pair; everything longhaul then does to
 the VMs goes over SSH, exactly as on hardware (hardware/backends/ssh/lab.py), with strict host keys: the
 fleet makes each VM's host key and hands it over in the seed.
-
-Every sender has a second NIC on its access segment for DPDK (`dpdk = true` in the inventory) at
-a fixed PCI address, left without an address by first boot, so a DPDK flow can bind it, send from
-it and give it back.
 
 Acceleration: KVM when /dev/kvm is a normal KVM; this machine's is kvm_pvm, which a stock Debian
 kernel cannot boot under, so "auto" picks TCG there.
 """
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import os
 import shutil
 import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from longhaul.hardware.backends.qemu import generator as qemu_generator
 from longhaul.hardware.backends.qemu.firmware import FIRMWARE, Firmware
+from longhaul.hardware.backends.qemu.plan import DPDK_PCI, FleetPlan, Vm, inventory_toml, namespace_plan, seed
 from longhaul.hardware.backends.ssh.host_checks import measure_offset
 from longhaul.hardware.backends.ssh.inventory import load_inventory
 from longhaul.hardware.backends.ssh.readiness import offset_estimate
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import LocalExecutor, NetnsExecutor, ProcessTable
 from longhaul.hardware.executors.ssh_masters import MASTERS
+from longhaul.hardware.generator import TrexSection
+from longhaul.hardware.netboot.plan import SQUASHFS
+from longhaul.hardware.netboot.seed import seed_toml
+from longhaul.hardware.netboot.server import NetbootServer, summary
+from longhaul.hardware.netboot.service import open_server
+from longhaul.hardware.topology import GENERATOR
 
 log = logging.getLogger(__name__)
-
-DPDK_PCI = "0000:00:10.0"      # the senders' DPDK NIC: a slot clear of the machine's own devices
-MGMT_PREFIX = "10.213"          # 10.213.<k>.0/24; <k> picked per fleet so two fleets can coexist
-WAN_NET = "10.220.0.0/30"
+NETBOOT_PORT = 8067
 
 
-@dataclass(frozen=True)
-class Nic:
-    bridge: str            # the fleet namespace's bridge this NIC's TAP joins
-    tap: str
-    mac: str
-    name: str              # the interface name inside the VM (the seed renames to it)
-    address: str | None = None
-    bottleneck: bool = False
-    pci: str | None = None      # a DPDK port: at this fixed PCI address, no address in the VM
-
-
-@dataclass(frozen=True)
-class Vm:
-    name: str
-    role: str
-    mgmt: str                                   # management address (no prefix)
-    nics: tuple[Nic, ...]
-    routes: tuple[tuple[str, str], ...] = ()    # (to, via) on the test network
-
-
-@dataclass(frozen=True)
-class FleetPlan:
-    ns: str
-    index: int
-    bridges: tuple[str, ...]
-    vms: tuple[Vm, ...]
-    controller_ip: str
-    veth: tuple[str, str]                       # (this machine's end, the namespace's end)
-
-    def vm(self, name: str) -> Vm:
-        return next(v for v in self.vms if v.name == name)
-
-
-def _mac(index: int, vm: int, nic: int) -> str:
-    return f"52:54:{index:02x}:{vm:02x}:{nic:02x}:01"
-
-
-def fleet_plan(tag: str, index: int, pairs: int, ns: str | None = None) -> FleetPlan:
-    """S<i> -- R1 -- R2 -- D<i>: one /24 per access link, a /30 between the routers, and a
-    management NIC (eth0) on every VM. tag names the TAPs (short: IFNAMSIZ) and, unless ns is
-    given, the namespace."""
-    if not 1 <= pairs <= 8:
-        raise ValueError(f"pairs = {pairs}: the qemu lab builds 1 to 8 pairs")
-    if not 1 <= index <= 254:
-        raise ValueError(f"index = {index}: 1..254")
-    mgmt = f"{MGMT_PREFIX}.{index}"
-    wan = ipaddress.ip_network(WAN_NET)
-    r1_wan, r2_wan = (f"{h}/{wan.prefixlen}" for h in list(wan.hosts())[:2])
-    bridges = ["mgmt", "wan"]
-    vms: list[Vm] = []
-    counter = iter(range(1, 64))
-
-    def mgmt_nic(n: int, vm_no: int) -> Nic:
-        return Nic("mgmt", f"{tag}m{vm_no}", _mac(index, vm_no, 0), "eth0", f"{mgmt}.{n}/24")
-
-    r1_nics: list[Nic] = []
-    r2_nics: list[Nic] = []
-    r1_no, r2_no = next(counter), next(counter)
-    for i in range(1, pairs + 1):
-        s_net, d_net = f"10.221.{i}", f"10.222.{i}"
-        bridges += [f"s{i}", f"d{i}"]
-        s_no, d_no = next(counter), next(counter)
-        vms.append(Vm(f"S{i}", "sender", f"{mgmt}.{10 + i}",
-                      (mgmt_nic(10 + i, s_no), Nic(f"s{i}", f"{tag}t{s_no}", _mac(index, s_no, 1), "eth1", f"{s_net}.2/24"),
-                       Nic(f"s{i}", f"{tag}p{s_no}", _mac(index, s_no, 2), "dpdk0", f"{s_net}.3/24", pci=DPDK_PCI)),
-                      routes=(("10.222.0.0/16", f"{s_net}.1"),)))
-        vms.append(Vm(f"D{i}", "receiver", f"{mgmt}.{20 + i}",
-                      (mgmt_nic(20 + i, d_no), Nic(f"d{i}", f"{tag}t{d_no}", _mac(index, d_no, 1), "eth1", f"{d_net}.2/24")),
-                      routes=(("10.221.0.0/16", f"{d_net}.1"),)))
-        r1_nics.append(Nic(f"s{i}", f"{tag}t{r1_no}{i}", _mac(index, r1_no, 1 + i), f"s{i}", f"{s_net}.1/24"))
-        r2_nics.append(Nic(f"d{i}", f"{tag}t{r2_no}{i}", _mac(index, r2_no, 1 + i), f"d{i}", f"{d_net}.1/24"))
-    r1 = Vm("R1", "router", f"{mgmt}.31",
-            (mgmt_nic(31, r1_no), Nic("wan", f"{tag}w1", _mac(index, r1_no, 1), "wan", r1_wan, True), *r1_nics),
-            routes=(("10.222.0.0/16", r2_wan.split("/")[0]),))
-    r2 = Vm("R2", "router", f"{mgmt}.32",
-            (mgmt_nic(32, r2_no), Nic("wan", f"{tag}w2", _mac(index, r2_no, 1), "wan", r2_wan, True), *r2_nics),
-            routes=(("10.221.0.0/16", r1_wan.split("/")[0]),))
-    ordered = [v for v in vms if v.role == "sender"] + [r1, r2] + [v for v in vms if v.role == "receiver"]
-    return FleetPlan(ns=ns or f"{tag}-ns", index=index, bridges=tuple(bridges), vms=tuple(ordered),
-                     controller_ip=f"{mgmt}.1", veth=(f"{tag}c", f"{tag}cp"))
-
-
-def seed(vm: Vm, authorized_key: str, host_key_file: str) -> dict:
-    """The firstboot.toml of one VM (appliance/image/firstboot.py's format)."""
-    return {"name": vm.name, "role": vm.role, "authorized_keys": [authorized_key], "host_key": host_key_file,
-            # a DPDK port is named but gets no address: its kernel interface must be idle to be bound
-            "interfaces": [{"mac": n.mac, "name": n.name, "address": None if n.pci else n.address} for n in vm.nics],
-            "routes": [{"to": to, "via": via} for to, via in vm.routes]}
-
-
-def inventory_toml(plan: FleetPlan, key: Path, known_hosts: Path, kernel_note: str = "") -> str:
-    """The inventory the ssh backend runs against: the same format a facility writes."""
-    lines = ["[inventory]", f'name = "{plan.ns}"',
-             f'description = "qemu lab: the appliance image as VMs{(" (" + kernel_note + ")") if kernel_note else ""}"',
-             'ssh_user = "root"', f'ssh_key = "{key}"', f'known_hosts = "{known_hosts}"',
-             "trust_on_first_use = false", 'longhaul_root = "/opt/longhaul"', ""]
-    for vm in plan.vms:
-        lines += ["[[hosts]]", f'name = "{vm.name}"', f'role = "{vm.role}"', 'os = "linux"',
-                  f'management = "{vm.mgmt}"']
-        for nic in vm.nics[1:]:
-            lines += ["[[hosts.interfaces]]", f'name = "{nic.name}"', f'address = "{nic.address}"',
-                      "rate_mbps = 1000"]
-            if nic.bottleneck:
-                lines.append('link = "bottleneck"')
-            if nic.pci:
-                lines += [f'pci = "{nic.pci}"', "dpdk = true"]
-        lines.append("")
-    lines += ["[bottleneck]", 'r1 = "R1"', 'r2 = "R2"', ""]
-    for vm in plan.vms:
-        if vm.role == "sender":
-            lines += ["[[pairs]]", f'sender = "{vm.name}"', f'receiver = "D{vm.name[1:]}"', ""]
-    return "\n".join(lines)
-
-
-def qemu_argv(vm: Vm, overlay: Path, seed_img: Path, console: Path, accel: str, memory_mb: int,
-              firmware: Firmware = FIRMWARE["bios"], nvram: Path | None = None) -> list[str]:
-    """The disk boots first whatever the firmware's own order (bootindex): UEFI would also offer
-    the NICs. No default devices: the guest spent seconds of a TCG boot probing an empty floppy
-    and CD-ROM, a parallel port and a VGA card nobody looks at (its console is the serial line)."""
+def qemu_argv(vm: Vm, disks: tuple[Path, Path] | None, console: Path, accel: str, memory_mb: int,
+              firmware: Firmware = FIRMWARE["bios"], nvram: Path | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+    """disks: (the image's overlay, the seed disk), or None for a VM that netboots from its
+    management NIC (its iPXE ROM, Debian's ipxe-qemu). What boots is first whatever the firmware's
+    own order (bootindex): UEFI would also offer the other NICs. No default devices: the guest
+    spent seconds of a TCG boot probing an empty floppy and CD-ROM, a parallel port and a VGA
+    card nobody looks at (its console is the serial line)."""
     argv = ["qemu-system-x86_64", "-name", vm.name, "-nodefaults", *firmware.argv(nvram), "-m", str(memory_mb), "-smp", "1",
             "-accel", "tcg,tb-size=64" if accel == "tcg" else "kvm", "-display", "none", "-monitor", "none",
-            "-no-reboot", "-serial", f"file:{console}",
-            "-drive", f"file={overlay},if=none,id=disk0,format=qcow2", "-device", "virtio-blk-pci,drive=disk0,bootindex=0",
-            "-drive", f"file={seed_img},if=virtio,format=raw,readonly=on"]
+            "-no-reboot", "-serial", f"file:{console}"]
+    if disks is not None:
+        overlay, seed_img = disks
+        argv += ["-drive", f"file={overlay},if=none,id=disk0,format=qcow2", "-device", "virtio-blk-pci,drive=disk0,bootindex=0",
+                 "-drive", f"file={seed_img},if=virtio,format=raw,readonly=on"]
     # TCG's default CPU (qemu64) lacks SSE4.2, which Debian's DPDK is built for; "max" has it
     argv += ["-cpu", "host" if accel == "kvm" else "max"]
     for i, nic in enumerate(vm.nics):
         slot = f",addr=0x{nic.pci.split(':')[2].split('.')[0]}" if nic.pci else ""
+        rom = ",bootindex=0" if disks is None and i == 0 else ",romfile="    # only a netbooting NIC has iPXE
         argv += ["-netdev", f"tap,id=n{i},ifname={nic.tap},script=no,downscript=no",
-                 "-device", f"virtio-net-pci,netdev=n{i},mac={nic.mac},romfile={slot}"]   # no iPXE ROM: disk boot
-    return argv
+                 "-device", f"virtio-net-pci,netdev=n{i},mac={nic.mac}{rom}{slot}"]
+    return argv + list(extra)
+
+
+def netboot_memory_mb(image_dir: Path) -> int:
+    """A netbooted VM holds the root squashfs in RAM, and runs beside it what a disk-booted one
+    runs in memory_mb's default."""
+    size = (Path(image_dir) / SQUASHFS).stat().st_size
+    return int(size / 2**20) + 768
 
 
 def choose_accel(wanted: str = "auto") -> tuple[str, str]:
@@ -191,53 +86,19 @@ def choose_accel(wanted: str = "auto") -> tuple[str, str]:
     return "tcg", "/dev/kvm is kvm_pvm, which a stock Debian kernel cannot boot under" if pvm else "no /dev/kvm"
 
 
-def free_index(pid: int, addresses_json: str) -> int:
-    """A management /24 (10.213.<k>) that no address of this machine is on, starting from the pid
-    so that concurrent runs spread out. addresses_json: `ip -j -4 addr` of this machine."""
-    used = {int(a["local"].split(".")[2]) for link in json.loads(addresses_json or "[]")
-            for a in link.get("addr_info", []) if a.get("local", "").startswith(MGMT_PREFIX + ".")}
-    for step in range(254):
-        k = (pid + step) % 254 + 1
-        if k not in used:
-            return k
-    raise RuntimeError(f"every {MGMT_PREFIX}.<k>.0/24 is in use on this machine")
+# Under TCG a VM's boot to its first-boot report costs ~140 s of one core's emulation (measured:
+# 6 VMs by UEFI on 2 cores ready in 374-420 s, 4 netbooted in 254-268 s); the fleet's VMs share
+# this machine's cores, so the allowance grows with VMs per core, twice the measured cost.
+TCG_BOOT_S_PER_VM_CORE = 140.0
+MIN_BOOT_TIMEOUT_S = 420.0          # any fleet's, and a KVM one's
 
 
-def namespace_plan(plan: FleetPlan) -> list[list[str]]:
-    """ip argv lists (run on this machine) that make the namespace, bridges, TAPs and the veth."""
-    ns = plan.ns
-    argv = [["ip", "netns", "add", ns], ["ip", "-n", ns, "link", "set", "lo", "up"]]
-    for br in plan.bridges:
-        argv += [["ip", "-n", ns, "link", "add", br, "type", "bridge"], ["ip", "-n", ns, "link", "set", br, "up"]]
-    for vm in plan.vms:
-        for nic in vm.nics:
-            argv += [["ip", "-n", ns, "tuntap", "add", "dev", nic.tap, "mode", "tap"],
-                     ["ip", "-n", ns, "link", "set", nic.tap, "master", nic.bridge],
-                     ["ip", "-n", ns, "link", "set", nic.tap, "up"]]
-    outer, inner = plan.veth
-    argv += [["ip", "link", "add", outer, "type", "veth", "peer", "name", inner, "netns", ns],
-             ["ip", "-n", ns, "link", "set", inner, "master", "mgmt"], ["ip", "-n", ns, "link", "set", inner, "up"],
-             ["ip", "addr", "add", f"{plan.controller_ip}/24", "dev", outer], ["ip", "link", "set", outer, "up"]]
-    return argv
-
-
-def _toml_value(value) -> str:
-    if isinstance(value, str):
-        return json.dumps(value)             # a TOML basic string is a JSON string for these
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return str(value)
-
-
-def seed_toml(data: dict) -> str:
-    """A seed dict as TOML (flat keys, arrays of tables for interfaces and routes)."""
-    lines = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, list) or
-             not v or not isinstance(v[0], dict)]
-    for key, value in data.items():
-        if isinstance(value, list) and value and isinstance(value[0], dict):
-            for table in value:
-                lines += ["", f"[[{key}]]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None]
-    return "\n".join(lines) + "\n"
+def boot_timeout(accel: str, vms: int, cores: int | None = None) -> float:
+    """How long a fleet of `vms` VMs may take to come up, when the config does not say."""
+    if accel != "tcg":
+        return MIN_BOOT_TIMEOUT_S
+    cores = cores or os.cpu_count() or 1
+    return max(MIN_BOOT_TIMEOUT_S, 2 * TCG_BOOT_S_PER_VM_CORE * vms / cores)
 
 
 def tcp_open(address: str, port: int, timeout: float = 1.0) -> bool:
@@ -253,11 +114,18 @@ class VmFleet:
     keeps them up until close(). Everything it creates is undone by close(), newest first."""
 
     def __init__(self, plan: FleetPlan, image_dir: Path, workdir: Path, procs: ProcessTable, *,
-                 accel: str = "auto", memory_mb: int = 512, boot_timeout_s: float = 420.0, firmware: str = "bios"):
+                 accel: str = "auto", memory_mb: int = 512, boot_timeout_s: float | None = None, firmware: str = "bios",
+                 boot_from: str = "disk", trex: TrexSection | None = None):
         self.plan, self.image_dir, self.workdir, self.procs = plan, Path(image_dir), Path(workdir), procs
         self.accel, self.accel_why = choose_accel(accel)
-        self.memory_mb, self.boot_timeout_s = memory_mb, boot_timeout_s
+        self.memory_mb = memory_mb
+        self.boot_timeout_s = boot_timeout_s or boot_timeout(self.accel, len(plan.vms))
+        if boot_from == "network":        # the root squashfs is held in RAM (live-boot's fetch=)
+            self.memory_mb = max(memory_mb, netboot_memory_mb(self.image_dir))
         self.firmware = FIRMWARE[firmware]
+        self.boot_from = boot_from
+        self.trex = trex
+        self.netboot: NetbootServer | None = None
         self.cleanup = CleanupStack()
         self.local = LocalExecutor("controller", procs)
         self.ns_exec = NetnsExecutor(plan.ns, plan.ns, procs)
@@ -275,21 +143,61 @@ class VmFleet:
             raise FileNotFoundError(f"{image}: no appliance image; build it with `make image`")
         self.workdir.mkdir(parents=True, exist_ok=True)
         key = self._keys()
+        self.inventory_path.write_text(inventory_toml(self.plan, self.workdir / "controller_ed25519",
+                                                      self.workdir / "known_hosts", self.kernel,
+                                                      self.trex.path if self.trex else None))
         self.cleanup.push(f"delete namespace {self.plan.ns}",
                           lambda: self.local.run(["ip", "netns", "delete", self.plan.ns], check=False))
         for argv in namespace_plan(self.plan):
             self.local.run(argv)
+        if self.boot_from == "network":
+            self._serve_netboot()
         t0 = time.monotonic()
         for vm in self.plan.vms:
-            self._boot(vm, image, key)
+            if self.boot_from == "network":
+                self._launch(vm.name, qemu_argv(vm, None, self.workdir / f"{vm.name}-console.log", self.accel,
+                                                self._memory(vm), self.firmware, self.workdir / f"{vm.name}-nvram.fd",
+                                                self._extra(vm)))
+            else:
+                self._boot(vm, image, key)
         self._wait_ready(t0, [vm.name for vm in self.plan.vms])
 
+    def _serve_netboot(self) -> None:
+        """`longhaul netboot`'s server on the controller's end of the management network (an
+        interface of this fleet's own), with the host keys the fleet made."""
+        keys = self.workdir / "netboot-keys"
+        keys.mkdir(mode=0o700, exist_ok=True)
+        for vm in self.plan.vms:
+            for suffix in ("", ".pub"):
+                src = self.workdir / "seeds" / vm.name / f"{vm.name}_ed25519{suffix}"
+                if src.exists():
+                    shutil.copy2(src, keys / src.name)
+        outer = self.plan.veth[0]
+        self.netboot = open_server(self.inventory_path, outer, self.image_dir, self.workdir / "netboot", keys,
+                                   self.local, port=NETBOOT_PORT)
+        self.cleanup.push("stop the netboot server", self.netboot.close)
+        self.netboot.start()
+
     def start(self) -> None:
-        """boot(), then the fleet's inventory and every VM's clock set to this machine's."""
+        """boot(), then every VM's clock set to this machine's, then the generator's TRex."""
         self.boot()
-        self.inventory_path.write_text(inventory_toml(self.plan, self.workdir / "controller_ed25519",
-                                                      self.workdir / "known_hosts", self.kernel))
         self._step_clocks()
+        if self.trex is not None:
+            executor = load_inventory(self.inventory_path).executor(GENERATOR, self.procs)
+            proc = qemu_generator.start(executor, self.trex, DPDK_PCI, self.workdir)
+            self.cleanup.push(f"stop TRex on {GENERATOR}", proc.stop)
+
+    def _memory(self, vm: Vm) -> int:
+        """A VM's memory (MB): the generator's holds TRex's huge pages too."""
+        if vm.role == "generator" and self.trex is not None:
+            return self.memory_mb + qemu_generator.HUGEPAGES_MB
+        return self.memory_mb
+
+    def _extra(self, vm: Vm) -> tuple[str, ...]:
+        """The generator's share of the TRex release tree."""
+        if vm.role == "generator" and self.trex is not None:
+            return tuple(qemu_generator.share_argv(self.trex.path))
+        return ()
 
     def _step_clocks(self) -> None:
         """A VM's clock starts from the emulated RTC (1 s steps) and lags while it boots slowly;
@@ -331,8 +239,8 @@ class VmFleet:
         overlay = self.workdir / f"{vm.name}.qcow2"
         self.local.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(image.resolve()), "-F", "raw", str(overlay)])
         self.cleanup.push(f"remove {overlay.name}", lambda: overlay.unlink(missing_ok=True))
-        argv = qemu_argv(vm, overlay, seed_img, self.workdir / f"{vm.name}-console.log", self.accel, self.memory_mb,
-                         self.firmware, self.workdir / f"{vm.name}-nvram.fd")
+        argv = qemu_argv(vm, (overlay, seed_img), self.workdir / f"{vm.name}-console.log", self.accel,
+                         self._memory(vm), self.firmware, self.workdir / f"{vm.name}-nvram.fd", self._extra(vm))
         self._launch(vm.name, argv)
 
     def _launch(self, name: str, argv: list[str]) -> None:
@@ -387,8 +295,11 @@ class VmFleet:
 
     def as_dict(self) -> dict:
         """For the run's manifest: where the results came from."""
+        netboot = None
+        if self.netboot is not None:
+            netboot = [s.as_dict() for s in summary(self.netboot.hosts, self.netboot.requests(), self.netboot.leases())]
         return {"backend": "qemu", "accel": self.accel, "accel_why": self.accel_why, "kernel": self.kernel,
-                "firmware": self.firmware.name,
+                "firmware": self.firmware.name, "boot": self.boot_from, "netboot": netboot,
                 "image": {k: self.image_manifest.get(k) for k in ("base_key", "revision", "built", "suite")},
                 "memory_mb": self.memory_mb, "boot_seconds": self.boot_seconds, "clock_steps_ms": self.clock_steps_ms,
                 "vms": self.firstboot}

@@ -35,6 +35,7 @@ PCI = r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                        r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
 _USER = r"^[a-z_][a-z0-9_.-]{0,31}$"
+MAC = r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$"
 
 
 class Interface(Strict):
@@ -50,6 +51,9 @@ class Interface(Strict):
     # back after; on the sender's access segment (frames go to the same router), its address is
     # the frames' source and must not be configured on the kernel interface
     dpdk: bool = False
+    # the NIC's MAC: a netbooted host (hardware/netboot) names and addresses it by it; without
+    # one, the interface must already have this name when the host boots
+    mac: str | None = Field(None, pattern=MAC)
 
     @field_validator("address")
     @classmethod
@@ -79,6 +83,9 @@ class Host(Strict):
     role: Literal["sender", "receiver", "router", "generator", "controller"]
     os: str = "linux"                          # a host OS module: hardware/routers/registry.py
     management: str                            # what SSH connects to: an address or a DNS name
+    # the management NIC's MAC: `longhaul netboot` answers this host's PXE requests by it and
+    # gives it `management` (an address, then) as its lease
+    mac: str | None = Field(None, pattern=MAC)
     ssh_user: str | None = Field(None, pattern=_USER)    # default: [inventory] ssh_user
     ssh_key: str | None = None                           # default: [inventory] ssh_key
     ssh_port: int = Field(22, ge=1, le=65535)
