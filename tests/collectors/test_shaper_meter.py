@@ -37,5 +37,8 @@ def test_meter_reads_a_real_tbf_every_period(tmp_path):
                        (tmp_path / "meter.txt").read_text().count("tbf") >= 5, timeout=10, what="5 samples")
         assert len(meter.samples) >= 5
         times = [s[0] for s in meter.samples]
-        assert all(0.05 < b - a < 1.0 for a, b in zip(times, times[1:]))    # the host's clock, ~0.1 s apart
+        # the host's clock, ~0.1 s apart: a sample follows the last by the period at the least, and most
+        # by little more; one gap may be long (a cold CI host stalled one past a second)
+        gaps = sorted(b - a for a, b in zip(times, times[1:]))
+        assert gaps[0] > 0.05 and 0.08 < gaps[len(gaps) // 2] < 0.5, gaps
         assert not procs.pids()                                              # the loop is gone

@@ -50,7 +50,8 @@ def vm_run(tmp_path_factory):
     # 2.3 ms min, 5.3 ms mean unshaped S1 -> D1), so the RTT check allows 8 ms (config-vm.toml too)
     config = write_lab_config(tmp, profile, "vm-smoke", verify=TCG_VERIFY)
     (tmp / "profiles" / "vm-tools.toml").write_text((REPO / "profiles" / "vm-tools.toml").read_text())
-    config.write_text(config.read_text().replace('profiles = ["vm-smoke"]', 'profiles = ["vm-smoke", "vm-tools"]')
+    # as config-vm.toml: vm-tools first, so vm-smoke's CUBIC cell shares its lab
+    config.write_text(config.read_text().replace('profiles = ["vm-smoke"]', 'profiles = ["vm-tools", "vm-smoke"]')
                       + f'\n[lab]\nbackend = "qemu"\n[lab.qemu]\nimage = "{IMAGE}"\nboot = "network"\n')
     if INFLUXD is None:
         pytest.fail("influxd not installed (make setup installs it)")
@@ -81,8 +82,8 @@ def test_profile_runs_on_vms_booted_from_the_image(vm_run):
     assert manifest["backend"] == "qemu"
     feats = manifest["features"]
     assert feats["backend"] == "qemu" and feats["delay"] == "netem"      # Debian's kernel has it
-    # one lab build per CCA of vm-smoke, one for vm-tools (its own queue)
-    assert [r["backend"] for r in manifest["host_tuning"]] == ["qemu"] * 4
+    # one lab build per CCA of vm-smoke, the CUBIC one vm-tools' too (same path, queue and tuning)
+    assert [r["backend"] for r in manifest["host_tuning"]] == ["qemu"] * 3
     for record in manifest["host_tuning"]:      # set on every lab NIC of every VM, then as found again
         assert record["restored"] is True, record.get("not_restored")
         nics = {(h, nic): seen for h in ("S1", "R1", "R2", "D1") for nic, seen in record["hosts"][h]["offloads"].items()}
