@@ -33,12 +33,11 @@ def test_meter_reads_a_real_tbf_every_period(tmp_path):
             subprocess.run(argv, check=True)
         procs = ProcessTable()
         with ShaperMeter(NetnsExecutor("R1", ns, procs), "d0", tmp_path / "meter.txt", period_s=0.1) as meter:
-            wait_until(lambda: (tmp_path / "meter.txt").exists() and
-                       (tmp_path / "meter.txt").read_text().count("tbf") >= 5, timeout=10, what="5 samples")
+            # whole samples: a block the loop is still writing counts once it is closed (CI saw 5 "tbf"
+            # in the file and 4 samples)
+            wait_until(lambda: (tmp_path / "meter.txt").exists() and len(meter.read()) >= 5, timeout=10,
+                       what="5 samples")
         assert len(meter.samples) >= 5
         times = [s[0] for s in meter.samples]
-        # the host's clock, ~0.1 s apart: a sample follows the last by the period at the least, and most
-        # by little more; one gap may be long (a cold CI host stalled one past a second)
-        gaps = sorted(b - a for a, b in zip(times, times[1:]))
-        assert gaps[0] > 0.05 and 0.08 < gaps[len(gaps) // 2] < 0.5, gaps
+        assert all(0.05 < b - a < 1.0 for a, b in zip(times, times[1:]))    # the host's clock, ~0.1 s apart
         assert not procs.pids()                                              # the loop is gone

@@ -101,6 +101,22 @@ def boot_timeout(accel: str, vms: int, cores: int | None = None) -> float:
     return max(MIN_BOOT_TIMEOUT_S, 2 * TCG_BOOT_S_PER_VM_CORE * vms / cores)
 
 
+# A TCG fleet whose boots cost more than this many seconds of a core per VM runs on a host that is
+# slow or oversubscribed now: 1.6x (217-222 s) was measured on a day when the hypervisor took 2-29 %
+# of this machine's CPU, and every lab of that fleet was refused by verification (idle RTT 36-88 ms
+# on a 20 ms path, `tc` on a router VM taking 0.3-1 s)
+SLOW_TCG_BOOT_S_PER_VM_CORE = 1.3 * TCG_BOOT_S_PER_VM_CORE
+
+
+def boot_pace(boot_seconds: dict[str, float], cores: int | None = None) -> float | None:
+    """Seconds of one core a VM's boot took in this fleet: its VMs boot at once and share this
+    machine's cores, so the last one up times cores over VMs."""
+    if not boot_seconds:
+        return None
+    cores = cores or os.cpu_count() or 1
+    return round(max(boot_seconds.values()) * min(cores, len(boot_seconds)) / len(boot_seconds), 1)
+
+
 def tcp_open(address: str, port: int, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection((address, port), timeout=timeout) as conn:
@@ -301,7 +317,8 @@ class VmFleet:
         return {"backend": "qemu", "accel": self.accel, "accel_why": self.accel_why, "kernel": self.kernel,
                 "firmware": self.firmware.name, "boot": self.boot_from, "netboot": netboot,
                 "image": {k: self.image_manifest.get(k) for k in ("base_key", "revision", "built", "suite")},
-                "memory_mb": self.memory_mb, "boot_seconds": self.boot_seconds, "clock_steps_ms": self.clock_steps_ms,
+                "memory_mb": self.memory_mb, "boot_seconds": self.boot_seconds,
+                "boot_pace_s": boot_pace(self.boot_seconds), "clock_steps_ms": self.clock_steps_ms,
                 "vms": self.firstboot}
 
     def keep_consoles(self, dest: Path) -> None:
