@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.hardware.backends.qemu.fleet import SLOW_TCG_BOOT_S_PER_VM_CORE, TCG_BOOT_S_PER_VM_CORE
+from longhaul.hardware.backends.qemu.fleet import SLOW_TCG_BOOT_S_PER_VM_CORE, TCG_BOOT_S_PER_VM_CORE, too_slow
 
 
 def namespaces() -> list[str]:
@@ -41,17 +41,18 @@ def run_on_fleet(argv: list[str], runs_dir: Path, cwd: Path, timeout: float, env
     out, err = cwd / f".{runs_dir.name}-stdout", cwd / f".{runs_dir.name}-stderr"
     with open(out, "w") as stdout, open(err, "w") as stderr:
         proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, text=True, cwd=cwd, env=env)
-        deadline, pace = time.monotonic() + timeout, None
+        deadline, pace, slow = time.monotonic() + timeout, None, None
         try:
             while proc.poll() is None:
                 if time.monotonic() > deadline:
                     proc.send_signal(signal.SIGINT)          # torn down by the run, not left running
                     proc.wait(timeout=600)
                     raise subprocess.TimeoutExpired(argv, timeout)
-                vm_lab = _vm_lab(runs_dir) if pace is None else None
-                if vm_lab and vm_lab.get("accel") == "tcg" and vm_lab.get("boot_pace_s"):
+                vm_lab = _vm_lab(runs_dir) if slow is None else None
+                if vm_lab and vm_lab.get("boot_pace_s"):
                     pace = vm_lab["boot_pace_s"]
-                    if pace > SLOW_TCG_BOOT_S_PER_VM_CORE:
+                    slow = too_slow(vm_lab.get("accel", ""), pace)
+                    if slow:
                         proc.send_signal(signal.SIGINT)      # the run's own interrupt path tears down
                         proc.wait(timeout=600)
                         break
@@ -64,7 +65,7 @@ def run_on_fleet(argv: list[str], runs_dir: Path, cwd: Path, timeout: float, env
                 proc.kill()
                 proc.wait()
     done = subprocess.CompletedProcess(argv, proc.returncode, out.read_text(), err.read_text())
-    if pace is not None and pace > SLOW_TCG_BOOT_S_PER_VM_CORE:
+    if slow:
         left = set(namespaces()) - before
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
         if left or str(runs_dir) in ps or list(runs_dir.glob(".qemu-*")):

@@ -183,7 +183,7 @@ def _fleet(configured: QemuConfigured, needs: LabNeeds, ctx: RunContext):
     try:
         ctx.say("VMs up: " + ", ".join(f"{n} {s:g}s" for n, s in fleet.boot_seconds.items()))
         pace = qemu_fleet.boot_pace(fleet.boot_seconds)
-        if fleet.accel == "tcg" and pace is not None and pace > qemu_fleet.SLOW_TCG_BOOT_S_PER_VM_CORE:
+        if qemu_fleet.too_slow(fleet.accel, pace):
             ctx.say(f"this host took {pace:g} s of a core per VM boot, {pace / qemu_fleet.TCG_BOOT_S_PER_VM_CORE:.1f}x "
                     f"a TCG fleet's usual {qemu_fleet.TCG_BOOT_S_PER_VM_CORE:g}: it is slow or oversubscribed now, and "
                     "its emulated hops may be too slow for the lab's verification")

@@ -103,9 +103,14 @@ def boot_timeout(accel: str, vms: int, cores: int | None = None) -> float:
 
 # A TCG fleet whose boots cost more than this many seconds of a core per VM runs on a host that is
 # slow or oversubscribed now: 1.6x (217-222 s) was measured on a day when the hypervisor took 2-29 %
-# of this machine's CPU, and every lab of that fleet was refused by verification (idle RTT 36-88 ms
-# on a 20 ms path, `tc` on a router VM taking 0.3-1 s)
+# of this machine's CPU (1.4x, 201 s, in a second fleet), and every lab of that fleet was refused by
+# verification (idle RTT 36-88 ms on a 20 ms path, `tc` on a router VM taking 0.3-1 s)
 SLOW_TCG_BOOT_S_PER_VM_CORE = 1.3 * TCG_BOOT_S_PER_VM_CORE
+
+
+def too_slow(accel: str, pace: float | None) -> bool:
+    """Whether a fleet's boot pace says this host is too slow now for a TCG lab's verification."""
+    return accel == "tcg" and pace is not None and pace > SLOW_TCG_BOOT_S_PER_VM_CORE
 
 
 def boot_pace(boot_seconds: dict[str, float], cores: int | None = None) -> float | None:
