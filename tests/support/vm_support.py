@@ -8,7 +8,6 @@ nothing of it is left, and skips with the measured pace as its reason: the traff
 judge cannot be emulated here now. On a host at its usual speed the command runs to its end."""
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import time
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from longhaul.collectors.store.format import MANIFEST, StoreError
+from longhaul.collectors.store.reader import load_store
 from longhaul.hardware.backends.qemu.fleet import SLOW_TCG_BOOT_S_PER_VM_CORE, TCG_BOOT_S_PER_VM_CORE, too_slow
 
 
@@ -25,10 +26,11 @@ def namespaces() -> list[str]:
 
 
 def _vm_lab(runs_dir: Path) -> dict | None:
-    for manifest in runs_dir.glob("*/manifest.json"):
+    """The run's `vm_lab` features, through the store's reader, once its manifest is there."""
+    for manifest in runs_dir.glob(f"*/{MANIFEST}"):
         try:
-            return json.loads(manifest.read_text()).get("features", {}).get("vm_lab")
-        except (OSError, json.JSONDecodeError):      # being written: read it on the next poll
+            return (load_store(manifest.parent).manifest.features or {}).get("vm_lab")
+        except StoreError:                 # not readable yet: read it on the next poll
             return None
     return None
 
