@@ -19,9 +19,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from longhaul.core.documents import DocumentFormat
 from longhaul.core.errors import ConfigError, RunError
 
-ANALYSIS_FORMAT = "longhaul-profile-analysis"
+ANALYSIS = DocumentFormat("longhaul-profile-analysis", 1, "a profile analysis")
 
 
 def register(sub) -> None:
@@ -78,7 +79,7 @@ def analyze_profile(source: Path, traces: Path | None = None, capacity: float | 
     from longhaul.collectors.studies.throughput_profile.study import analyse
 
     result = analyse(load(source, traces), capacity, dynamics)
-    out = {"format": ANALYSIS_FORMAT, "version": 1, "source": str(source), "trials": len(result.trials),
+    out = {**ANALYSIS.stamp(), "source": str(source), "trials": len(result.trials),
            "capacity_mbps": result.capacity_mbps, "capacity_source": result.capacity_source,
            "rtts_ms": result.rtts_ms,
            "profiles": [{**_key(c), "points": [

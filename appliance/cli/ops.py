@@ -22,7 +22,6 @@ from longhaul.core.errors import ConfigError
 from longhaul.core.paths import REPO
 
 PROBINGS = ("passive", "active")
-EVALUATION_FILE = Path("ops") / "evaluation.json"
 
 
 def register(sub):
@@ -129,10 +128,11 @@ def _ensure_run_dir(run_dir: Path, args) -> None:
     from longhaul.collectors.store.format import MANIFEST
     from longhaul.collectors.store.provenance import run_manifest
     from longhaul.collectors.store.writer import TriallessRun
+    from longhaul.collectors.studies.ops import classify as ops_classify
 
     if (run_dir / MANIFEST).is_file():
         return
-    (run_dir / "ops").mkdir(parents=True, exist_ok=True)
+    (run_dir / ops_classify.EVALUATION_FILE).parent.mkdir(parents=True, exist_ok=True)
     TriallessRun(run_dir, run_manifest(
         run_dir.name, repo=REPO, kind="ops-evaluation", status="complete", finished=True,
         config={"dataset": str(args.dataset), "test": str(args.test) if args.test else None, "w": args.w,
@@ -141,6 +141,8 @@ def _ensure_run_dir(run_dir: Path, args) -> None:
 
 def evaluation_path(out: Path) -> Path:
     """--out names a .json file, or a run directory that gets ops/evaluation.json."""
+    from longhaul.collectors.studies.ops.classify import EVALUATION_FILE
+
     out = Path(out)
     return out if out.suffix == ".json" else out / EVALUATION_FILE
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from longhaul.appliance.image import boot_kernel, disk
 from longhaul.appliance.image.apt_sources import image_mirrors, read_sources
-from longhaul.hardware.netboot.plan import SQUASHFS
+from longhaul.hardware.image_files import IMAGE, INITRD, MANIFEST, RAW, SQUASHFS, VMLINUZ, read_manifest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -227,8 +227,8 @@ def layer(base: Path, tree: Path, sources: str = "") -> None:
     (tree / "etc/longhaul/image-revision").write_text(f"{git_revision()} sources {sources}\n")
     boot = tree / "boot"
     kernels = boot_kernel.kernels_in(boot)
-    shutil.copy2(boot / f"vmlinuz-{kernels[-1]}", boot / "vmlinuz")          # PXE: the newest
-    shutil.copy2(boot / f"initrd.img-{kernels[-1]}", boot / "initrd.img")
+    shutil.copy2(boot / f"{VMLINUZ}-{kernels[-1]}", boot / VMLINUZ)          # PXE: the newest
+    shutil.copy2(boot / f"{INITRD}-{kernels[-1]}", boot / INITRD)
     (boot / "grub").mkdir(exist_ok=True)
     (boot / "grub/grub.cfg").write_text(grub_cfg(kernels))
 
@@ -252,13 +252,13 @@ def source_hash(files: list[str]) -> str:
 
 def up_to_date(out: Path, key: str, sources: str) -> bool:
     try:
-        manifest = json.loads((out / "manifest.json").read_text())
+        manifest = read_manifest(out)
     except (OSError, ValueError):
         return False
-    return (manifest.get("base_key"), manifest.get("source_hash")) == (key, sources) and (out / "longhaul.raw").is_file()
+    return (manifest.get("base_key"), manifest.get("source_hash")) == (key, sources) and (out / RAW).is_file()
 
 
-OUTPUTS = ("longhaul.raw", "vmlinuz", "initrd.img", SQUASHFS, "manifest.json")
+OUTPUTS = (RAW, VMLINUZ, INITRD, SQUASHFS, MANIFEST)
 KEEP_BUILT = 3                      # finished images kept in the cache (newest first)
 
 
@@ -300,11 +300,11 @@ def build(out: Path, cache: Path, force: bool = False) -> dict:
     key, sources = base_key(packages, requirements), source_hash(checkout_files())
     if not force and up_to_date(out, key, sources):
         print(f"{out}: up to date (base {key}, sources {sources})", file=sys.stderr)
-        return json.loads((out / "manifest.json").read_text())
+        return read_manifest(out)
     done = cache / f"image-{key}-{sources}"
     if not force and from_cache(done, out):
         print(f"{out}: from the cache {done}", file=sys.stderr)
-        return json.loads((out / "manifest.json").read_text())
+        return read_manifest(out)
     t0 = time.monotonic()
     base = build_base(cache, packages, requirements, image_mirrors(SUITE, read_sources()))
     t_base = time.monotonic() - t0
@@ -313,26 +313,26 @@ def build(out: Path, cache: Path, force: bool = False) -> dict:
         tree = Path(tmp) / "root"
         tree.mkdir()
         layer(base, tree, sources)
-        (out / "manifest.json").unlink(missing_ok=True)      # a half-replaced image is never "up to date"
-        raw = out / "longhaul.raw.partial"
+        (out / MANIFEST).unlink(missing_ok=True)      # a half-replaced image is never "up to date"
+        raw = out / f"{RAW}.partial"
         try:
             disk.make_disk(tree, raw, disk.disk_size_bytes(tree_bytes(tree)), cache)
         except BaseException:
             raw.unlink(missing_ok=True)
             raise
-        shutil.copy2(tree / "boot/vmlinuz", out / "vmlinuz")
-        shutil.copy2(tree / "boot/initrd.img", out / "initrd.img")
+        shutil.copy2(tree / "boot" / VMLINUZ, out / VMLINUZ)
+        shutil.copy2(tree / "boot" / INITRD, out / INITRD)
         kernels = boot_kernel.kernels_in(tree / "boot")
         (tree / "etc/fstab").write_text(NETBOOT_FSTAB)        # after the disk: its root keeps its own
         run(squashfs_argv(tree, out / f"{SQUASHFS}.partial", kernels), stdout=subprocess.DEVNULL)
         (out / f"{SQUASHFS}.partial").rename(out / SQUASHFS)
-        raw.rename(out / "longhaul.raw")
-    manifest = {"format": 1, "suite": SUITE, "base_key": key, "source_hash": sources, "kernel": kernels[-1],
+        raw.rename(out / RAW)
+    manifest = {**IMAGE.stamp(), "suite": SUITE, "base_key": key, "source_hash": sources, "kernel": kernels[-1],
                 "kernels": kernels, "revision": git_revision(), "packages": packages, "python": requirements,
                 "kernel_append": KERNEL_APPEND, "root_label": ROOT_LABEL, "firmware": list(disk.FIRMWARE),
                 "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "seconds": {"base": round(t_base, 1), "total": round(time.monotonic() - t0, 1)}}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     to_cache(out, done)
     return manifest
 
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     manifest = build(args.out, args.cache, args.force)
     print(json.dumps({k: manifest.get(k) for k in ("base_key", "kernel", "kernels", "revision", "seconds")}))
-    print(args.out / "longhaul.raw")
+    print(args.out / RAW)
     return 0
 
 

@@ -98,7 +98,7 @@ def write_recording(spec: OpsLabFile, classes: dict[str, list[str]], modes: list
                     out_csv: Path) -> None:
     rows, missing = lab_runs.recording_rows(run_dir)
     manifest = load_store(run_dir).manifest
-    sidecar = {"format": ops_dataset.FORMAT, "version": ops_dataset.VERSION, "recorded": manifest.started,
+    sidecar = {**ops_dataset.DATASET.stamp(), "recorded": manifest.started,
                "classes": classes, "modes": modes, "duration_s": spec.record.duration_s,
                "warmup_s": spec.record.warmup_s, "lab": lab_conditions(spec, manifest),
                "complete": not missing and manifest.status == "complete", "missing": missing,

@@ -41,7 +41,7 @@ from longhaul.collectors.live.shaper_meter import ShaperMeter
 from longhaul.collectors.studies.planning.replay_record import LegResult
 from longhaul.collectors.studies.planning.sim import SimResult, simulate
 from longhaul.collectors.studies.planning.trace import Trace
-from longhaul.drivers.agents.replay_leg import MODULE, SCHEDULE_FORMAT
+from longhaul.drivers.agents.replay_leg import MODULE, SCHEDULE
 from longhaul.drivers.tool import LISTENING_TCP, listening_ports
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import wait_until, write_file
@@ -170,11 +170,11 @@ def run_leg(lab: LegLab, leg: Leg, trace: Trace, raw: Path, say: Callable[[str],
 
 def leg_schedule(lab: LegLab, leg: Leg, start, size, rate_bps, od, od_ports: list[int], be_ports: list[int],
                  deadline_s: float) -> dict:
-    """What the agent on the sender runs (drivers/agents/replay_leg.py SCHEDULE_FORMAT); the ports
+    """What the agent on the sender runs (drivers/agents/replay_leg.py SCHEDULE); the ports
     are the ones the clients name."""
     side = ClientSide(lab.receiver_address, lab.cca, lab.pacing_overhead)
     return {
-        "format": SCHEDULE_FORMAT, "name": leg.name, "interval_s": lab.interval_s, "lead_s": LEAD_S,
+        **SCHEDULE.stamp(), "name": leg.name, "interval_s": lab.interval_s, "lead_s": LEAD_S,
         "deadline_s": deadline_s, "cooldown_s": COOLDOWN_S, "max_attempts": MAX_ATTEMPTS,
         "busy_marker": lab.tool.busy_marker,
         "transfers": [{"arrival_s": float(start[i]), "od": bool(od[i]), "argv": lab.tool.client(side, size[i], rate_bps[i])}

@@ -38,7 +38,7 @@ from longhaul.appliance.plan.tools import AUTO, PREFERENCE, REPLAY_TOOLS
 from longhaul.collectors.store.provenance import git_revision, host_info, new_run_id, now_iso, tool_versions
 from longhaul.collectors.studies.planning.compress import COMPRESSION, compress, rate_factor_for
 from longhaul.collectors.studies.planning.metrics import BIN_S
-from longhaul.collectors.studies.planning.replay_record import REPLAY_FORMAT, REPLAY_JSON, ReplayResult, write_replay
+from longhaul.collectors.studies.planning.replay_record import REPLAY, REPLAY_JSON, ReplayResult, write_replay
 from longhaul.collectors.studies.planning.settings import ReplaySection
 from longhaul.collectors.studies.planning.sim import split_classes
 from longhaul.collectors.studies.planning.trace import OD, Trace
@@ -308,7 +308,7 @@ def _fmt(value) -> str:
 def _header(config: Config, trace: Trace, lab: ReplayLab, replay_id: str, od_share: float,
             load_ratios: Sequence[float]) -> dict:
     return {
-        "format": REPLAY_FORMAT, "replay_id": replay_id, "started": now_iso(), "finished": None,
+        **REPLAY.stamp(), "replay_id": replay_id, "started": now_iso(), "finished": None,
         "status": "running", "error": None, "longhaul": git_revision(REPO).to_dict(), "host": host_info().to_dict(), "tool": None,
         "tools_passed_over": [],
         "backend": config.backend.name, "features": None, "lab_hosts": {}, "tools": tool_versions(),

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from longhaul.collectors.store.fingerprint import CONTROLLER, section
 from longhaul.collectors.store.provenance import now_iso
-from longhaul.drivers.agents.fingerprint import FORMAT, MODULE
+from longhaul.drivers.agents.fingerprint import FINGERPRINT, MODULE
 from longhaul.hardware.executors.process import CommandError, Executor, LocalExecutor, ProcessTable
 
 AGENT_TIMEOUT_S = 60.0       # the agent takes well under a second; VMs under TCG are far slower
@@ -28,14 +28,11 @@ def agent_argv(python: str = sys.executable) -> list[str]:
 
 def parse_agent_output(stdout: str) -> dict:
     """The agent's one JSON object (the last line that is one: a login banner may come first).
-    ValueError when there is none or it is not the agent's."""
+    ValueError when there is none or it is not the agent's (DocumentVersionError is one)."""
     for line in reversed(stdout.strip().splitlines()):
         line = line.strip()
         if line.startswith("{"):
-            doc = json.loads(line)
-            if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-                raise ValueError(f"not a fingerprint: format {doc.get('format') if isinstance(doc, dict) else None!r}")
-            return doc
+            return FINGERPRINT.read(json.loads(line), "the agent's output")
     raise ValueError(f"no fingerprint in the agent's output ({len(stdout)} characters)")
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from longhaul.collectors.store.manifest import RunManifest
 from longhaul.collectors.store.provenance import CONTROLLER_TOOLS
-from longhaul.drivers.agents.fingerprint import FORMAT, SECTIONS, VERSION
+from longhaul.drivers.agents.fingerprint import FINGERPRINT, SECTIONS
 
 CONTROLLER = "controller"
 HOSTS = "hosts"
@@ -60,7 +60,7 @@ def fingerprint_of(manifest: RunManifest) -> dict | None:
     kernel, tools = manifest.host.kernel, manifest.tools or {}
     if not kernel and not tools:
         return None
-    controller = {"format": FORMAT, "version": VERSION, PARTIAL: True}
+    controller = {**FINGERPRINT.stamp(), PARTIAL: True}
     if kernel:
         controller["kernel"] = {"release": kernel}
     if tools:

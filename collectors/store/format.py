@@ -4,17 +4,21 @@ this longhaul writes, the directory layout, and every CSV with its columns.
 Writers (the runner's file store, the trial's CSVs, the socket sampler's rows) and the reader take
 their names from here, so a renamed file or column is one edit and one version decision. A change
 that breaks a reader bumps CURRENT_VERSION and registers an upgrade from the old version in
-upgrade.py; an added key or column does not.
+upgrade.py; an added key or column does not. Both documents follow longhaul's one versioning
+convention (core/documents.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
-RUN_FORMAT = "longhaul-run"            # manifest.json
-SUMMARY_FORMAT = "longhaul-summary"    # summary.json
+from longhaul.core.documents import DocumentFormat
+
 CURRENT_VERSION = 1                    # what this longhaul writes (both documents share it)
+RUN_DOC = DocumentFormat("longhaul-run", CURRENT_VERSION, "a longhaul run store")           # manifest.json
+SUMMARY_DOC = DocumentFormat("longhaul-summary", CURRENT_VERSION, "a longhaul run store")   # summary.json
+RUN_FORMAT = RUN_DOC.name
+SUMMARY_FORMAT = SUMMARY_DOC.name
 
 # The run directory
 MANIFEST = "manifest.json"
@@ -67,18 +71,3 @@ def cell_dir(run_dir: Path, cell_id: str) -> Path:
 def trial_dir(run_dir: Path, cell_id: str, trial: int) -> Path:
     return cell_dir(run_dir, cell_id) / f"{TRIAL_PREFIX}{trial}"
 
-
-def check_format(doc: dict, expected: str, where: Path, readable: Iterable[int] = (CURRENT_VERSION,)) -> int:
-    """The document's version, or StoreVersionError unless it declares `expected` in a version
-    this longhaul can read (`readable`: the current one and those upgrade.py can lift)."""
-    fmt, version = doc.get("format"), doc.get("version")
-    if fmt != expected:
-        raise StoreVersionError(f"{where}: format is {fmt!r}, expected {expected!r}; "
-                                f"this is not a longhaul run store")
-    readable = sorted(set(readable))
-    if isinstance(version, bool) or version not in readable:
-        raise StoreVersionError(
-            f"{where}: {expected} version {version!r} is not supported (this longhaul reads "
-            f"version {', '.join(map(str, readable))}); use a longhaul release that "
-            f"knows this version to build the report")
-    return version

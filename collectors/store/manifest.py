@@ -55,7 +55,7 @@ class RunOrder(Record):
 
 
 def _current_version() -> int:
-    return fmt.CURRENT_VERSION
+    return fmt.RUN_DOC.version
 
 
 @dataclass(kw_only=True)

@@ -24,7 +24,6 @@ from longhaul.collectors.store.format import (
     StoreError,
     StoreVersionError,
     cell_dir,
-    check_format,
     trial_dir,
 )
 from longhaul.collectors.store.manifest import RunManifest
@@ -33,7 +32,7 @@ from longhaul.collectors.store.series import Series, TrialSeries, load_trial_ser
 from longhaul.collectors.store.upgrade import upgrade
 
 __all__ = ["RUN_FORMAT", "SUMMARY_FORMAT", "Series", "StoreError", "StoreVersionError", "StoredRun",
-           "TrialSeries", "check_format", "load_json_object", "load_store", "load_trial_series"]
+           "TrialSeries", "load_json_object", "load_store", "load_trial_series"]
 
 
 @dataclass

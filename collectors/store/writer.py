@@ -208,7 +208,7 @@ class SummaryText:
 
 
 def summary_doc(run_id: str, status: str, cells: list[CellEntry]) -> dict:
-    return {"format": fmt.SUMMARY_FORMAT, "version": fmt.CURRENT_VERSION, "run_id": run_id, "status": status,
+    return {**fmt.SUMMARY_DOC.stamp(), "run_id": run_id, "status": status,
             "cells": [c.to_dict() for c in cells]}
 
 

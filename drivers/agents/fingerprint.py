@@ -24,10 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from longhaul import __version__
+from longhaul.core.documents import DocumentFormat
 from longhaul.core.paths import BUILD_BIN
 
-FORMAT = "longhaul-fingerprint"
-VERSION = 1
+FINGERPRINT = DocumentFormat("longhaul-fingerprint", 1, "a host fingerprint")
 MODULE = "longhaul.drivers.agents.fingerprint"
 SECTIONS = ("kernel", "sysctl", "qdisc", "cca", "nics", "cpu", "tools", "longhaul")
 
@@ -305,7 +305,7 @@ def fingerprint() -> dict:
     with ThreadPoolExecutor(max_workers=8) as commands, ThreadPoolExecutor(max_workers=2) as parts:
         tools = parts.submit(guarded, lambda: tools_section(commands))
         nics = parts.submit(guarded, lambda: nics_section(commands))
-        return {"format": FORMAT, "version": VERSION, "kernel": guarded(kernel_section),
+        return {**FINGERPRINT.stamp(), "kernel": guarded(kernel_section),
                 "sysctl": guarded(read_sysctls), "qdisc": guarded(qdisc_section), "cca": guarded(cca_section),
                 "nics": nics.result(), "cpu": guarded(cpu_section), "tools": tools.result(),
                 "longhaul": {"version": __version__}}

@@ -7,7 +7,7 @@ backend, and the controller only reads what the agent printed.
 
     python3 -m longhaul.drivers.agents.replay_leg SCHEDULE.json
 
-The schedule (SCHEDULE_FORMAT, written by the controller): the transfers in arrival order, each an
+The schedule (SCHEDULE, written by the controller): the transfers in arrival order, each an
 arrival time, a class and its client's argv with "{port}" where the server's port goes; the two
 classes' server ports; and, for the BE cap, the htb's interface and the cap policy (htb_caps.py).
 
@@ -47,6 +47,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from longhaul.core.documents import DocumentFormat
 from longhaul.drivers.agents.htb_caps import (
     BE_CLASS,
     OD_CLASS,
@@ -59,7 +60,7 @@ from longhaul.drivers.agents.htb_caps import (
 )
 
 MODULE = "longhaul.drivers.agents.replay_leg"
-SCHEDULE_FORMAT = "longhaul-replay-leg/1"
+SCHEDULE = DocumentFormat("longhaul-replay-leg", 1, "a leg schedule")
 PORT = "{port}"
 POLL_S = 0.01
 TC_TIMEOUT_S = 30.0
@@ -97,8 +98,7 @@ class _Ports:
 
 
 def check_schedule(doc: dict) -> None:
-    if doc.get("format") != SCHEDULE_FORMAT:
-        raise ValueError(f"not a leg schedule: format {doc.get('format')!r}, expected {SCHEDULE_FORMAT}")
+    SCHEDULE.check(doc, "the schedule")
     arrivals = [t["arrival_s"] for t in doc["transfers"]]
     if arrivals != sorted(arrivals):
         raise ValueError("transfers must be in arrival order")

@@ -22,8 +22,8 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from longhaul.hardware.backends.ssh.inventory import Host, Interface, Inventory
+from longhaul.hardware.image_files import INITRD, SQUASHFS, VMLINUZ
 
-SQUASHFS = "filesystem.squashfs"            # appliance/image/build.py writes it beside longhaul.raw
 TFTP_BIOS = "undionly.kpxe"                 # Debian's ipxe package: iPXE for a BIOS PXE ROM
 TFTP_UEFI = "ipxe.efi"                      # ... and for a UEFI one (unsigned: no Secure Boot)
 IPXE_DIR = "/usr/lib/ipxe"
@@ -158,9 +158,9 @@ def host_script(host: NetbootHost, served: Served, append: str = APPEND) -> str:
     """A host's kernel, initrd and command line: live-boot fetches the shared root, BOOTIF tells
     it which NIC to configure, longhaul.seed where firstboot finds the host's identity."""
     url = served.base_url
-    args = (f"initrd=initrd.img {append} fetch={url}/live/{SQUASHFS} BOOTIF=01-{host.mac_hyphens} "
+    args = (f"initrd={INITRD} {append} fetch={url}/live/{SQUASHFS} BOOTIF=01-{host.mac_hyphens} "
             f"longhaul.seed={url}/seed/{host.name}/")
-    return f"#!ipxe\nkernel {url}/vmlinuz {args}\ninitrd {url}/initrd.img\nboot\n"
+    return f"#!ipxe\nkernel {url}/{VMLINUZ} {args}\ninitrd {url}/{INITRD}\nboot\n"
 
 
 def dnsmasq_argv(served: Served, hosts: list[NetbootHost], tftp_root: str) -> list[str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import Executor, wait_until
+from longhaul.hardware.image_files import INITRD, SQUASHFS, VMLINUZ
 from longhaul.hardware.netboot import plan
 from longhaul.hardware.netboot.plan import NetbootHost, Served
 from longhaul.hardware.netboot.seed import seed_toml
@@ -88,7 +89,7 @@ class NetbootServer:
     # -- the site ------------------------------------------------------------------------------
 
     def _missing(self) -> list[str]:
-        need = [self.image_dir / n for n in ("vmlinuz", "initrd.img", plan.SQUASHFS)]
+        need = [self.image_dir / n for n in (VMLINUZ, INITRD, SQUASHFS)]
         need += [Path(plan.IPXE_DIR) / n for n in (plan.TFTP_BIOS, plan.TFTP_UEFI)]
         return [str(p) for p in need if not p.is_file()]
 
@@ -106,8 +107,8 @@ class NetbootServer:
             os.chmod(tftp / as_, 0o644)
         texts = {"/boot.ipxe": plan.boot_script(self.served)}
         owners: dict[str, str] = {}
-        files = {"/vmlinuz": str(self.image_dir / "vmlinuz"), "/initrd.img": str(self.image_dir / "initrd.img"),
-                 f"/live/{plan.SQUASHFS}": str(self.image_dir / plan.SQUASHFS)}
+        files = {f"/{VMLINUZ}": str(self.image_dir / VMLINUZ), f"/{INITRD}": str(self.image_dir / INITRD),
+                 f"/live/{SQUASHFS}": str(self.image_dir / SQUASHFS)}
         for host in self.hosts:
             texts[f"/host/{host.mac_hyphens}.ipxe"] = plan.host_script(host, self.served)
             seed_path, key_path = f"/seed/{host.name}/firstboot.toml", f"/seed/{host.name}/{plan.host_key_name(host.name)}"

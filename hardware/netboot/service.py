@@ -17,10 +17,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from longhaul.core.documents import DocumentFormat
 from longhaul.core.errors import RunError
 from longhaul.hardware import run_marker
 from longhaul.hardware.backends.ssh.inventory import load_inventory
 from longhaul.hardware.executors.process import Executor
+from longhaul.hardware.image_files import SQUASHFS
 from longhaul.hardware.netboot import plan
 from longhaul.hardware.netboot.plan import Served
 from longhaul.hardware.netboot.server import (
@@ -37,7 +39,8 @@ from longhaul.hardware.netboot.server import (
     summary,
 )
 
-STATE_FORMAT = 1
+# the state file of a serving interface (state_path); a bare "format": 1 before the convention
+STATE = DocumentFormat("longhaul-netboot-state", 1, "a netboot server's state", legacy={1: 1})
 
 
 def state_path(interface: str, state_dir: Path = STATE_DIR) -> Path:
@@ -50,8 +53,8 @@ def open_server(inventory_path: Path, interface: str, image_dir: Path, workdir: 
     network read from it); the hosts' keys are kept in keys_dir and their lines added to the
     inventory's known_hosts."""
     inventory = load_inventory(inventory_path)
-    if not Path(image_dir, plan.SQUASHFS).is_file():
-        raise plan.NetbootError(f"{image_dir} has no {plan.SQUASHFS}: rebuild the image (make image)")
+    if not Path(image_dir, SQUASHFS).is_file():
+        raise plan.NetbootError(f"{image_dir} has no {SQUASHFS}: rebuild the image (make image)")
     address, network = interface_network(executor, interface)
     served = Served(interface, address, str(ipaddress.ip_interface(network).network), port, proxy)
     key = inventory.inventory.ssh_key
@@ -84,7 +87,7 @@ def serve(server: NetbootServer, state: Path, stop: threading.Event, on_start=No
     server are journaled like a run's processes: after a SIGKILL of this one, `longhaul clean`
     ends them (hardware/run_marker.py)."""
     if state.exists():
-        other = json.loads(state.read_text())
+        other = _read_state(state)
         if _alive(other.get("pid")):
             raise plan.NetbootError(f"{server.served.interface} is already served by pid {other['pid']} "
                                     f"(longhaul netboot stop --interface {server.served.interface})")
@@ -96,7 +99,7 @@ def _serve(server: NetbootServer, state: Path, stop: threading.Event, on_start) 
     try:
         server.start()
         state.parent.mkdir(parents=True, exist_ok=True)
-        state.write_text(json.dumps({"format": STATE_FORMAT, "pid": os.getpid(), "started": server.started_at,
+        state.write_text(json.dumps({**STATE.stamp(), "pid": os.getpid(), "started": server.started_at,
                                      "interface": server.served.interface, "address": server.served.address,
                                      "network": server.served.network, "port": server.served.port,
                                      "proxy": server.served.proxy, "workdir": str(server.workdir),
@@ -137,7 +140,7 @@ def stop(interface: str, state_dir: Path = STATE_DIR, timeout_s: float = 20.0) -
     path = state_path(interface, state_dir)
     if not path.exists():
         return None
-    pid = json.loads(path.read_text()).get("pid")
+    pid = _read_state(path).get("pid")
     if not _alive(pid):
         path.unlink(missing_ok=True)
         return None
@@ -169,7 +172,7 @@ def status(state_dir: Path = STATE_DIR) -> list[ServerStatus]:
     """Every serving interface: where it answers and, per host, what it was given."""
     out = []
     for path in sorted(state_dir.glob("*.json")) if state_dir.is_dir() else []:
-        state = json.loads(path.read_text())
+        state = _read_state(path)
         if not _alive(state.get("pid")):
             continue
         workdir = Path(state["workdir"])
@@ -205,7 +208,6 @@ def leftovers(remove: bool, state_dir: Path = STATE_DIR) -> list[str]:
 
 def _read_state(path: Path) -> dict:
     try:
-        state = json.loads(path.read_text())
+        return STATE.read(json.loads(path.read_text()), path)
     except (OSError, ValueError):
-        return {}                           # half-written by a server killed while writing it: stale
-    return state if isinstance(state, dict) else {}
+        return {}               # half-written by a server killed while writing it, or not ours: stale

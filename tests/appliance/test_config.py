@@ -1,6 +1,7 @@
 """Config and profile validation: every bad input names file, line, key path and what is allowed."""
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -12,6 +13,7 @@ from longhaul.appliance.config.load import load_config
 from longhaul.appliance.config.profiles import load_profile
 from longhaul.appliance.config.schema import Topology
 from longhaul.core.errors import ConfigError
+from longhaul.hardware.image_files import IMAGE, MANIFEST, RAW
 
 REPO = Path(__file__).resolve().parents[2]
 AVAILABLE = ", ".join(sorted(p.stem for p in (REPO / "profiles").glob("*.toml")))
@@ -383,8 +385,8 @@ def test_ssh_backend_with_an_inventory(tmp_path):
 
 def test_qemu_backend_with_an_image_directory(tmp_path):
     (tmp_path / "img").mkdir()
-    for name in ("longhaul.raw", "manifest.json"):
-        (tmp_path / "img" / name).write_text("{}")
+    (tmp_path / "img" / RAW).write_text("")
+    (tmp_path / "img" / MANIFEST).write_text(json.dumps(IMAGE.stamp()))
     path = write(tmp_path, edit('"netns"', '"qemu"\n[lab.qemu]\nimage = "img"\naccel = "tcg"', CONFIG), "config")
     config = load_config(path)
     assert config.backend.name == "qemu" and config.lab.image_dir == tmp_path / "img"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 import math
 import re
 import shutil
@@ -36,9 +37,9 @@ from longhaul.appliance.config.schema import Cell
 from longhaul.appliance.ops.lab import OpsLabFile, load_ops_lab
 from longhaul.collectors.studies.ops import decision as ops_decision
 from longhaul.core.errors import ConfigError, format_keypath
-from longhaul.hardware.backends.qemu.backend import IMAGE_FILES
 from longhaul.hardware.backends.registry import BACKENDS
 from longhaul.hardware.backends.ssh.inventory import Inventory, load_inventory
+from longhaul.hardware.image_files import IMAGE, MANIFEST, RAW
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = sorted((REPO / "profiles").glob("*.toml"))
@@ -494,8 +495,8 @@ def root(tmp_path_factory) -> Path:
     shutil.copy(INVENTORY, base / "hardware" / INVENTORY.name)
     image = base / "build" / "image"
     image.mkdir(parents=True)
-    for name in IMAGE_FILES:
-        (image / name).write_text("{}" if name.endswith(".json") else "")     # configure() reads the manifest
+    (image / RAW).write_text("")
+    (image / MANIFEST).write_text(json.dumps(IMAGE.stamp()))             # configure() reads the manifest
     (base / "mutated").mkdir()
     return base
 

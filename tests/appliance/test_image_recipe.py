@@ -4,6 +4,7 @@ seed handling that runs inside the image (appliance/image/firstboot.py), and the
 tests/system/test_qemu_lab.py."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tomllib
@@ -19,6 +20,7 @@ from longhaul.hardware.backends.qemu import fleet as qf
 from longhaul.hardware.backends.qemu import plan as qp
 from longhaul.hardware.backends.qemu.firmware import FIRMWARE
 from longhaul.hardware.backends.ssh.inventory import load_inventory
+from longhaul.hardware.image_files import IMAGE, MANIFEST
 
 
 def test_base_key_follows_what_the_base_is_made_of():
@@ -365,7 +367,7 @@ def test_a_tcg_fleet_waits_longer_the_more_vms_share_a_core(tmp_path):
     assert qf.boot_timeout("tcg", 6, 2) == 840 and qf.boot_timeout("tcg", 4, 2) == 560
     assert qf.boot_timeout("tcg", 1, 2) == qf.boot_timeout("kvm", 6, 2) == 420      # never below the old default
     plan = qp.fleet_plan("lhq7", 7, 2)            # S1, S2, R1, R2, D1, D2
-    (tmp_path / "manifest.json").write_text("{}")
+    (tmp_path / MANIFEST).write_text(json.dumps(IMAGE.stamp()))
     assert qf.VmFleet(plan, tmp_path, tmp_path / "w", None, accel="tcg").boot_timeout_s == qf.boot_timeout("tcg", 6)
     assert qf.VmFleet(plan, tmp_path, tmp_path / "w", None, accel="tcg", boot_timeout_s=90).boot_timeout_s == 90
 
@@ -476,11 +478,11 @@ def test_the_qemu_lab_boots_only_by_a_firmware_its_image_boots_by(tmp_path):
     image = tmp_path / "build/image"
     image.mkdir(parents=True)
     (image / "longhaul.raw").write_bytes(b"")
-    (image / "manifest.json").write_text("{}")
+    (image / MANIFEST).write_text(json.dumps(IMAGE.stamp()))
     settings = QemuSettings.model_validate({"qemu": {"firmware": "uefi"}})
     with pytest.raises(SettingError) as exc:
         QemuBackend().configure(settings, tmp_path)
     assert exc.value.keypath == ("qemu", "firmware") and "boots by: bios" in str(exc.value), exc.value
-    (image / "manifest.json").write_text('{"firmware": ["bios", "uefi", "uefi-secureboot"]}')
+    (image / MANIFEST).write_text(json.dumps({**IMAGE.stamp(), "firmware": ["bios", "uefi", "uefi-secureboot"]}))
     if FIRMWARE["uefi"].missing() is None:
         assert QemuBackend().configure(settings, tmp_path).section.firmware == "uefi"

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from longhaul.appliance.cli.app import main
-from longhaul.collectors.studies.planning.sweep import PLAN_FORMAT
+from longhaul.collectors.studies.planning.sweep import PLAN
 
 DATA = Path(__file__).parents[1] / "data" / "planning"
 
@@ -14,7 +14,7 @@ def test_plan_from_a_gridftp_log_writes_the_plan_and_the_report(tmp_path, capsys
     out = tmp_path / "p"
     assert main(["plan", str(DATA / "dtn01.transfer.log"), "--out", str(out), "--format", "html", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["format"] == PLAN_FORMAT and len(doc["configs"]) == 64
+    assert PLAN.check(doc, "plan.json") == 1 and len(doc["configs"]) == 64
     assert doc["trace"]["failed"] > 0 and doc["trace"]["malformed"] > 0     # counted, listed, not planned
     assert json.loads((out / "plan.json").read_text()) == doc
     assert (out / "plan.html").is_file() and not (out / "plan.pdf").exists()

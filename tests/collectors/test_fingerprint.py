@@ -116,9 +116,9 @@ def test_the_agent_on_a_debian_kernel(vm_fp):
 
 
 def test_agent_output_is_found_after_a_banner_and_checked():
-    line = json.dumps({"format": agent.FORMAT, "version": agent.VERSION})
+    line = json.dumps(agent.FINGERPRINT.stamp())
     assert parse_agent_output(f"Welcome to the lab\n{line}\n")["version"] == 1
-    with pytest.raises(ValueError, match="not a fingerprint"):
+    with pytest.raises(ValueError, match="not a host fingerprint"):
         parse_agent_output('{"format": "something-else"}\n')
     with pytest.raises(ValueError, match="no fingerprint"):
         parse_agent_output("")
@@ -132,7 +132,7 @@ def test_the_agent_on_this_machine():
     took = time.monotonic() - started
     assert res.returncode == 0, res.stderr
     fp = parse_agent_output(res.stdout)
-    assert fp["format"] == agent.FORMAT and list(fp)[2:] == list(agent.SECTIONS)
+    assert fp["format"] == agent.FINGERPRINT.name and list(fp)[2:] == list(agent.SECTIONS)
     assert fp["kernel"]["release"] == os.uname().release
     assert fp["sysctl"]["net.ipv4.tcp_congestion_control"] == Path("/proc/sys/net/ipv4/tcp_congestion_control") \
         .read_text().strip()
@@ -268,7 +268,7 @@ def test_flatten(vm_fp):
     assert flat["nics.eth0.offloads.tcp-segmentation-offload"] == "off" and flat["nics.a0.mtu"] == "1500"
     assert "nics.eth0.firmware" not in flat and "format" not in flat and "version" not in flat
     assert flat["cpu.governors"] == "" and flat["qdisc.eth0"].startswith("fq_codel ")
-    assert flatten({"kernel": {"error": "no"}, "format": agent.FORMAT}) == {"kernel.error": "no"}
+    assert flatten({"kernel": {"error": "no"}, "format": agent.FINGERPRINT.name}) == {"kernel.error": "no"}
 
 
 def test_identical_fingerprints_differ_in_nothing(vm_fp):

@@ -77,7 +77,8 @@ def test_the_v1_run_renders_its_report(v1_run):
 
 
 def test_version_1_is_current_and_reads_without_a_step(v1_run):
-    assert fmt.CURRENT_VERSION == 1 and upgrade_mod.UPGRADES == {}
+    assert fmt.RUN_DOC.version == fmt.SUMMARY_DOC.version == 1
+    assert not any(kind in (fmt.RUN_FORMAT, fmt.SUMMARY_FORMAT) for kind, _ in upgrade_mod.UPGRADES)
     doc = json.loads((v1_run / fmt.SUMMARY).read_text())
     assert upgrade_mod.upgrade(doc, fmt.SUMMARY_FORMAT, v1_run / fmt.SUMMARY) is doc
 
@@ -97,7 +98,8 @@ def _v1_to_2_run(doc: dict) -> dict:
 @pytest.fixture
 def version_2(monkeypatch):
     """This longhaul as if it wrote version 2, with the steps from version 1 registered."""
-    monkeypatch.setattr(fmt, "CURRENT_VERSION", 2)
+    monkeypatch.setattr(fmt.RUN_DOC, "version", 2)
+    monkeypatch.setattr(fmt.SUMMARY_DOC, "version", 2)
     monkeypatch.setitem(upgrade_mod.UPGRADES, (fmt.SUMMARY_FORMAT, 1), _v1_to_2_summary)
     monkeypatch.setitem(upgrade_mod.UPGRADES, (fmt.RUN_FORMAT, 1), _v1_to_2_run)
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from longhaul.drivers.agents.htb_caps import BE_CLASS, OD_CLASS
-from longhaul.drivers.agents.replay_leg import PORT, SCHEDULE_FORMAT, Emitter, Leg, check_schedule
+from longhaul.drivers.agents.replay_leg import PORT, SCHEDULE, Emitter, Leg, check_schedule
 
 
 class FakeClient:
@@ -62,7 +62,7 @@ class Host:
 
 
 def schedule(transfers, caps=True, deadline_s=5.0) -> dict:
-    return {"format": SCHEDULE_FORMAT, "name": "t", "interval_s": 0.1, "lead_s": 0.0, "deadline_s": deadline_s,
+    return {**SCHEDULE.stamp(), "name": "t", "interval_s": 0.1, "lead_s": 0.0, "deadline_s": deadline_s,
             "cooldown_s": 0.05, "max_attempts": 3, "busy_marker": "busy",
             "transfers": [{"arrival_s": t, "od": od, "argv": ["client", "-p", PORT, "-n", name]}
                           for t, od, name in transfers],

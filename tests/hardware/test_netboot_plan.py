@@ -16,6 +16,7 @@ import pytest
 from longhaul.hardware.backends.qemu import plan as qp
 from longhaul.hardware.backends.ssh.inventory import load_inventory
 from longhaul.hardware.executors.process import wait_until
+from longhaul.hardware.image_files import SQUASHFS
 from longhaul.hardware.netboot import plan
 from longhaul.hardware.netboot.seed import seed_toml
 from longhaul.hardware.netboot.server import leases, summary
@@ -91,7 +92,7 @@ def test_each_host_s_script_boots_the_shared_root_with_its_seed(inventory):
     script = plan.host_script(host, SERVED)
     kernel = next(line for line in script.splitlines() if line.startswith("kernel "))
     assert kernel.startswith("kernel http://10.213.7.1:8067/vmlinuz initrd=initrd.img boot=live ")
-    assert f"fetch=http://10.213.7.1:8067/live/{plan.SQUASHFS}" in kernel
+    assert f"fetch=http://10.213.7.1:8067/live/{SQUASHFS}" in kernel
     assert f"BOOTIF=01-{host.mac_hyphens}" in kernel and f"longhaul.seed=http://10.213.7.1:8067/seed/{host.name}/" in kernel
     assert "initrd http://10.213.7.1:8067/initrd.img" in script.splitlines()
     assert "${netX/mac:hexhyp}" in plan.boot_script(SERVED)

@@ -26,6 +26,7 @@ from longhaul.hardware.backends.qemu import plan as qp
 from longhaul.hardware.backends.qemu.backend import QemuBackend, QemuSettings
 from longhaul.hardware.backends.ssh.inventory import load_inventory
 from longhaul.hardware.generator import platform_config
+from longhaul.hardware.image_files import IMAGE, MANIFEST
 from longhaul.hardware.netboot.seed import seed_toml
 
 
@@ -90,7 +91,7 @@ def test_trex_drives_g1_s_pci_port_beside_a_dummy_from_its_generated_config():
 def _image(root: Path) -> Path:
     root.mkdir()
     (root / "longhaul.raw").write_bytes(b"")
-    (root / "manifest.json").write_text(json.dumps({"firmware": ["bios"], "kernel": "6.1.0-28-amd64"}))
+    (root / MANIFEST).write_text(json.dumps({**IMAGE.stamp(), "firmware": ["bios"], "kernel": "6.1.0-28-amd64"}))
     return root
 
 

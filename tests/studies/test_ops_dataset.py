@@ -64,7 +64,7 @@ def test_synthetic_round_trip(tmp_path):
     assert data.lab["rtt_ms"] == 128
     header = path.read_text().splitlines()[0]
     assert header == "class,probing,run,t_s,rtt_ms"
-    assert json.loads(ds.sidecar_path(path).read_text())["format"] == ds.FORMAT
+    assert json.loads(ds.sidecar_path(path).read_text())["format"] == ds.DATASET.name
 
 
 def test_build_xy_per_probing(tmp_path):

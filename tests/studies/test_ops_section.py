@@ -16,13 +16,14 @@ import report_fixtures
 from longhaul.collectors.studies import registry
 from longhaul.collectors.studies.ops import classify as ops_classify
 from longhaul.collectors.studies.ops import dataset as ops_dataset
+from longhaul.collectors.studies.ops import lab_runs
 from longhaul.collectors.studies.ops.section import SECTION
 from longhaul.reports import render
 from longhaul.reports.render import render_section
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 VOID = {"br", "hr", "img", "input", "meta", "link", "col", "wbr", "source"}
-FIG29 = {"schemes": [
+FIG29 = {**lab_runs.FIG29.stamp(), "schemes": [
     {"background": "cubic", "scheme": "Fixed:CUBIC", "fg_mbps": 231.0, "bg_mbps": 238.0, "jain": 0.99,
      "paper": {"fg_mbps": None, "bg_mbps": None, "jain": None}},
     {"background": "cubic", "scheme": "Fixed:BBR", "fg_mbps": 402.0, "bg_mbps": 61.0, "jain": 0.64,
@@ -147,7 +148,7 @@ def test_only_fig29(tmp_path):
 
 
 def test_broken_files_become_notes(tmp_path):
-    run_dir = _run_dir(tmp_path, fig29={"schemes": []})
+    run_dir = _run_dir(tmp_path, fig29={**lab_runs.FIG29.stamp(), "schemes": []})
     (run_dir / "ops" / "evaluation.json").write_text("{not json")
     html = _section(run_dir)
     assert "evaluation.json is unreadable" in html and "fig29.json has no schemes" in html
@@ -156,6 +157,11 @@ def test_broken_files_become_notes(tmp_path):
 def test_foreign_evaluation_format(tmp_path):
     html = _section(_run_dir(tmp_path, {"format": "something-else", "results": []}))
     assert "not shown" in html
+
+
+def test_a_figure_29_file_of_a_newer_version_is_a_note(tmp_path):
+    html = _section(_run_dir(tmp_path, fig29={**FIG29, "version": 9}))
+    assert "fig29.json: longhaul-ops-fig29 version 9 is not supported" in html and "not shown" in html
 
 
 def test_inlined_in_the_report(tmp_path, evaluation):
@@ -169,7 +175,7 @@ def test_inlined_in_the_report(tmp_path, evaluation):
 def test_fig29_cycles_table(tmp_path):
     cycles = [{"t_s": 10.0, "class": "bbr", "ops_cca": "bbr", "cca": "bbr", "probe_ms": 151.2, "mbps": 174.0},
               {"t_s": 52.0, "class": "none", "ops_cca": "cubic", "cca": "cubic", "probe_ms": 129.6, "mbps": 27.0}]
-    fig29 = {"schemes": [dict(FIG29["schemes"][5], decisions=cycles, right_cca="bbr", ops_right=0.5),
+    fig29 = {**lab_runs.FIG29.stamp(), "schemes": [dict(FIG29["schemes"][5], decisions=cycles, right_cca="bbr", ops_right=0.5),
                          FIG29["schemes"][4]]}
     html = _section(_run_dir(tmp_path, fig29=fig29))
     table = re.search(r"<caption>Figure 29 cycles.*?</table>", html, re.S).group(0)

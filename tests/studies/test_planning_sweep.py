@@ -8,7 +8,7 @@ import pytest
 
 from longhaul.collectors.studies.planning import metrics
 from longhaul.collectors.studies.planning.settings import PlanFile, SweepSection, load_plan
-from longhaul.collectors.studies.planning.sweep import PLAN_FORMAT, check_plan, find, headline, run_plan
+from longhaul.collectors.studies.planning.sweep import PLAN, find, headline, run_plan
 from longhaul.collectors.studies.planning.trace import OD, Trace, Transfer
 from longhaul.core.errors import ConfigError
 
@@ -48,8 +48,7 @@ def _day(n=600, seed=3):
 
 def test_the_default_sweep_is_the_paper_s_64_configurations():
     doc = run_plan(_day(), SweepSection())
-    check_plan(doc)
-    assert doc["format"] == PLAN_FORMAT
+    assert PLAN.check(doc, "plan.json") == 1 and doc["format"] == PLAN.name
     assert len(doc["configs"]) == 64
     assert {(c["od_transfers_pct"], c["od_bandwidth_pct"]) for c in doc["configs"] if c["od_transfers_pct"] == 50} == \
         {(50, 50), (50, 60), (50, 70), (50, 100)}

@@ -22,8 +22,9 @@ import pytest
 from lab_support import requires_lab
 
 from longhaul.hardware.executors.process import wait_until
+from longhaul.hardware.image_files import INITRD, SQUASHFS, VMLINUZ
 from longhaul.hardware.netboot import service
-from longhaul.hardware.netboot.plan import IPXE_DIR, SQUASHFS, TFTP_BIOS
+from longhaul.hardware.netboot.plan import IPXE_DIR, TFTP_BIOS
 
 pytestmark = [pytest.mark.lab, requires_lab,
               pytest.mark.skipif(not (shutil.which("dnsmasq") and shutil.which("busybox")),
@@ -128,7 +129,7 @@ def lan(tmp_path):
             sh("ip", "-n", ns, "link", "set", dev, "up")
         image = tmp_path / "image"            # stand-ins: this test is about who is answered, not the boot
         image.mkdir()
-        for name, size in (("vmlinuz", 4096), ("initrd.img", 8192), (SQUASHFS, 3 << 20)):
+        for name, size in ((VMLINUZ, 4096), (INITRD, 8192), (SQUASHFS, 3 << 20)):
             (image / name).write_bytes(os.urandom(size))
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "controller_ed25519"))
         (tmp_path / "inv.toml").write_text(INVENTORY.format(s1=S1_MAC, d1=D1_MAC))

@@ -24,7 +24,7 @@ from longhaul.appliance.plan.shaper import (
 )
 from longhaul.appliance.plan.tools import REPLAY_TOOLS
 from longhaul.collectors.studies.planning.compress import compress
-from longhaul.collectors.studies.planning.replay_record import REPLAY_FORMAT, read_replay, unfaithful_legs
+from longhaul.collectors.studies.planning.replay_record import REPLAY, read_replay, unfaithful_legs
 from longhaul.collectors.studies.planning.sim import simulate
 from longhaul.collectors.studies.planning.trace import Trace, Transfer
 from longhaul.core.errors import RunError
@@ -133,7 +133,7 @@ def test_replay_on_the_fake_lab(tmp_path, monkeypatch, setting, tool, program):
     result = replay(config, trace, od, 0.4, tmp_path / "replay", lab=ReplayLab(bottleneck_rate_mbps=50, tool=setting),
                     progress=messages.append)
     doc = read_replay(result.path)
-    assert doc["format"] == REPLAY_FORMAT and doc["status"] == "complete" and doc["backend"] == "fake"
+    assert doc["format"] == REPLAY.name and doc["status"] == "complete" and doc["backend"] == "fake"
     assert doc["tool"] == tool          # the fake hosts have every program: auto takes GridFTP
     assert doc["trace"]["transfers"] == 8 and doc["lab"]["capacity_bps"] == pytest.approx(50e6 * 1448 / 1514)
     assert [leg["name"] for leg in doc["legs"]] == ["baseline", "scheduled"]

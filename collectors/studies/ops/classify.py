@@ -27,6 +27,7 @@ import hashlib
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
@@ -34,6 +35,7 @@ import numpy as np
 from longhaul.collectors.studies.ops import dataset as ops_dataset
 from longhaul.collectors.studies.ops import decision as ops_decision
 from longhaul.collectors.studies.ops import dtw_knn
+from longhaul.core.documents import DocumentFormat
 
 CLASSIFIERS = ("knn", "mlp", "svm", "gnb")
 DEFAULT_KS = (1, 3, 5)
@@ -41,8 +43,8 @@ DEFAULT_WS = tuple(range(5, 61, 5))
 DTW_WINDOW = 10
 RANDOM_STATE = 0
 DETAIL_WS = (10,)
-EVAL_FORMAT = "longhaul-ops-evaluation"
-EVAL_VERSION = 1
+EVALUATION = DocumentFormat("longhaul-ops-evaluation", 1, "an OPS evaluation")
+EVALUATION_FILE = Path("ops") / "evaluation.json"      # in a run directory (`ops evaluate --out RUN_DIR`)
 NORMALISATION = {
     "knn": "none: DTW on raw RTT in ms",
     "mlp": "StandardScaler per time step (fitted on the training folds) in a pipeline",
@@ -227,7 +229,7 @@ def evaluate(dataset: ops_dataset.Dataset, probings: Iterable[str] | None = None
                                     "label": s.label, **detail(y, cv[s]["oof"], present)})
     held = {"mode": "held-out", "folds": 1, "test_dataset": dataset_info(test)} if test else \
         {"mode": "cross-validation", "folds": folds, "shuffle": True}
-    return {"format": EVAL_FORMAT, "version": EVAL_VERSION,
+    return {**EVALUATION.stamp(),
             "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "dataset": dataset_info(dataset),
             "settings": {**held, "random_state": random_state, "ws": ws,

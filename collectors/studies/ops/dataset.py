@@ -17,8 +17,9 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
-FORMAT = "longhaul-ops-dataset"
-VERSION = 1
+from longhaul.core.documents import DocumentFormat, DocumentVersionError
+
+DATASET = DocumentFormat("longhaul-ops-dataset", 1, "an OPS recording's sidecar")
 HEADER = ("class", "probing", "run", "t_s", "rtt_ms")
 PROBING = ("passive", "active")
 CCAS = ("cubic", "bbr")
@@ -103,7 +104,7 @@ def default_meta(lab: dict | None = None, **extra) -> dict:
     """A sidecar for the built-in six classes; `extra` adds keys (probe, active_profile, manifest)."""
     classes = {name: {"flows": [list(f) for f in flows], "paper_label": PAPER_LABELS[name]}
                for name, flows in CLASSES.items()}
-    meta = {"format": FORMAT, "version": VERSION, "lab": dict(lab or {}), "classes": classes,
+    meta = {**DATASET.stamp(), "lab": dict(lab or {}), "classes": classes,
             "probe": {"interval_s": 1.0, "pings": 10, "ping_gap_ms": 1}}
     meta.update(extra)
     return meta
@@ -167,10 +168,10 @@ def normalise_classes(side: Path, classes):
 
 
 def _check_meta(side: Path, meta: dict) -> None:
-    if meta.get("format") != FORMAT:
-        raise DatasetError(side, None, ("format",), meta.get("format"), f"must be {FORMAT!r}")
-    if meta.get("version") != VERSION:
-        raise DatasetError(side, None, ("version",), meta.get("version"), f"this reader knows version {VERSION}")
+    try:
+        DATASET.check(meta, side)
+    except DocumentVersionError as e:
+        raise DatasetError(side, None, (e.key,), meta.get(e.key), e.reason) from None
     classes = meta.get("classes")
     if not isinstance(classes, dict) or len(classes) < 2:
         raise DatasetError(side, None, ("classes",), None, "an object of at least two classes")

@@ -15,17 +15,23 @@ from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store.reader import load_store
 from longhaul.collectors.store.series import read_rows
 from longhaul.collectors.studies.ops.paper import PAPER_FIG29
+from longhaul.core.documents import DocumentFormat
 
 PLAN_FILE = Path("ops") / "plan.json"
+# ops/plan.json: which scenario stands for which class or scheme (runs before the stamp have none)
+PLAN = DocumentFormat("longhaul-ops-plan", 1, "an OPS run's plan", legacy={None: 1})
+FIG29_FILE = Path("ops") / "fig29.json"
+FIG29 = DocumentFormat("longhaul-ops-fig29", 1, "Figure 29's results")
 
 def write_plan(run_dir: Path, plan: dict) -> None:
     path = Path(run_dir) / PLAN_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(plan, indent=2) + "\n")
+    path.write_text(json.dumps({**PLAN.stamp(), **plan}, indent=2) + "\n")
 
 
 def read_plan(run_dir: Path) -> dict:
-    return json.loads((Path(run_dir) / PLAN_FILE).read_text())
+    path = Path(run_dir) / PLAN_FILE
+    return PLAN.read(json.loads(path.read_text()), path)
 
 
 def recording_rows(run_dir: Path) -> tuple[list[tuple], list[str]]:
@@ -103,7 +109,7 @@ def fig29_entries(run_dir: Path) -> list[dict]:
 
 
 def write_fig29(run_dir: Path, entries: list[dict]) -> Path:
-    path = Path(run_dir) / "ops" / "fig29.json"
+    path = Path(run_dir) / FIG29_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"format": "longhaul-ops-fig29", "version": 1, "schemes": entries}, indent=2) + "\n")
+    path.write_text(json.dumps({**FIG29.stamp(), "schemes": entries}, indent=2) + "\n")
     return path

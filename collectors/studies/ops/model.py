@@ -25,9 +25,9 @@ from longhaul.collectors.studies.ops import classify as ops_classify
 from longhaul.collectors.studies.ops import dataset as ops_dataset
 from longhaul.collectors.studies.ops import decision as ops_decision
 from longhaul.collectors.studies.ops import dtw_knn
+from longhaul.core.documents import DocumentFormat, DocumentVersionError
 
-MODEL_FORMAT = "longhaul-ops-model"
-MODEL_VERSION = 1
+MODEL = DocumentFormat("longhaul-ops-model", 1, "an OPS model")
 
 
 class ModelError(ValueError):
@@ -80,7 +80,7 @@ def train(dataset: ops_dataset.Dataset, probing: str, w: int, classifier: str = 
     decision = decision or ops_decision.Decision(ops_decision.rule_mapping(dataset.meta["classes"]),
                                                  "Figure 12 rule applied to the dataset's classes")
     ops_decision.validate(decision.mapping, classes)
-    meta = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "w": int(w), "classes": classes,
+    meta = {**MODEL.stamp(), "w": int(w), "classes": classes,
             "classifier": classifier, "k": int(k) if classifier == "knn" else None,
             "dtw_window": ops_classify.DTW_WINDOW if classifier == "knn" else None,
             "probing": probing, "random_state": int(random_state),
@@ -124,10 +124,10 @@ def load(path: Path) -> Model:
 
 
 def _check(path: Path, model: Model) -> None:
-    m = model.meta
-    if m.get("format") != MODEL_FORMAT or m.get("version") != MODEL_VERSION:
-        raise ModelError(f"{path}: format {m.get('format')!r} version {m.get('version')!r}; "
-                         f"expected {MODEL_FORMAT!r} version {MODEL_VERSION}")
+    try:
+        model.meta = m = MODEL.read(model.meta, path)
+    except DocumentVersionError as e:
+        raise ModelError(str(e)) from None
     if m.get("classifier") not in ops_classify.CLASSIFIERS:
         raise ModelError(f"{path}: unknown classifier {m.get('classifier')!r}")
     if model.X.ndim != 2 or model.X.shape[1] != m.get("w") or model.y.shape != (model.X.shape[0],):

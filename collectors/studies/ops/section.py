@@ -23,8 +23,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from longhaul.collectors.store.reader import StoredRun, load_json_object
-from longhaul.collectors.studies.ops.classify import EVAL_FORMAT
+from longhaul.collectors.studies.ops.classify import EVALUATION, EVALUATION_FILE
+from longhaul.collectors.studies.ops.lab_runs import FIG29, FIG29_FILE
 from longhaul.collectors.studies.ops.paper import PAPER_BEST, PAPER_FIG29, PAPER_GAP, SCHEMES
+from longhaul.core.documents import DocumentFormat, DocumentVersionError
 from longhaul.reports.fmt import DASH, fmt, spread
 from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, decorate, new_figure, to_svg
 from longhaul.reports.sections import figure
@@ -48,11 +50,9 @@ class OpsSection:
         ev_path, f29_path = _paths(store)
         notes: list[str] = []
         evaluation = load_json_object(ev_path, notes, required=False)
-        if evaluation is not None and evaluation.get("format") != EVAL_FORMAT:
-            notes.append(f"{ev_path.name}: format {evaluation.get('format')!r} is not {EVAL_FORMAT!r}; not shown")
-            evaluation = None
+        evaluation = _stamped(EVALUATION, evaluation, ev_path, notes)
         recognition = _recognition(evaluation) if evaluation is not None else None
-        fig29 = load_json_object(f29_path, notes, required=False)
+        fig29 = _stamped(FIG29, load_json_object(f29_path, notes, required=False), f29_path, notes)
         selection = _selection(fig29, notes) if fig29 is not None else None
         return {"recognition": recognition, "selection": selection, "notes": notes}
 
@@ -60,9 +60,19 @@ class OpsSection:
 SECTION = OpsSection()
 
 
+def _stamped(kind: DocumentFormat, doc: dict | None, path: Path, notes: list[str]) -> dict | None:
+    """`doc` in its current version, or None with a note when it is not `kind`."""
+    if doc is None:
+        return None
+    try:
+        return kind.read(doc, path.name)
+    except DocumentVersionError as e:
+        notes.append(f"{e}; not shown")
+        return None
+
+
 def _paths(store: StoredRun) -> tuple[Path, Path]:
-    ops_dir = Path(store.run_dir) / "ops"
-    return ops_dir / "evaluation.json", ops_dir / "fig29.json"
+    return Path(store.run_dir) / EVALUATION_FILE, Path(store.run_dir) / FIG29_FILE
 
 
 # ---- recognition (Figures 22-28) ---------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The replay's result: what each leg measured, its summary by the same functions the simulation's
-goes through, and the JSON file that keeps it (REPLAY_FORMAT, documented here).
+goes through, and the JSON file that keeps it (REPLAY, documented here).
 
 replay.json, format "longhaul-plan-replay/1":
 
@@ -49,8 +49,9 @@ import numpy as np
 
 from longhaul.collectors.studies.planning.metrics import class_slowdowns, concurrency_cov, throughput_stats
 from longhaul.collectors.studies.planning.sim import SimResult
+from longhaul.core.documents import DocumentFormat
 
-REPLAY_FORMAT = "longhaul-plan-replay/1"
+REPLAY = DocumentFormat("longhaul-plan-replay", 1, "a planning replay", legacy={"longhaul-plan-replay/1": 1})
 # Above this median lag between a transfer's arrival and its launch, a leg measures the sender's
 # own latency (a slow host, too few servers) more than the schedule.
 FAITHFUL_LAUNCH_LAG_S = 0.25
@@ -143,11 +144,8 @@ def write_replay(result: ReplayResult) -> Path:
 
 
 def read_replay(path: Path) -> dict:
-    """The file as written; refuses another format."""
-    doc = json.loads(Path(path).read_text())
-    if doc.get("format") != REPLAY_FORMAT:
-        raise ValueError(f"{path}: format {doc.get('format')!r}, not {REPLAY_FORMAT}")
-    return doc
+    """The file in the current version; refuses another format (DocumentVersionError, a ValueError)."""
+    return REPLAY.read(json.loads(Path(path).read_text()), path)
 
 
 def unfaithful_legs(doc: dict) -> list[str]:

@@ -1,5 +1,5 @@
 """A plan: the trace as logged, the all-best-effort baseline at each load ratio, and seed 003's
-configurations (section 5.3) simulated, with their metrics; one JSON document (PLAN_FORMAT),
+configurations (section 5.3) simulated, with their metrics; one JSON document (PLAN),
 which the planning report and `longhaul plan --json` read."""
 
 from __future__ import annotations
@@ -14,14 +14,10 @@ from longhaul.collectors.studies.planning import metrics
 from longhaul.collectors.studies.planning.settings import SweepSection
 from longhaul.collectors.studies.planning.sim import SimResult, load_library, simulate, split_classes
 from longhaul.collectors.studies.planning.trace import OD, Trace
+from longhaul.core.documents import DocumentFormat
 from longhaul.core.paths import REPO
 
-PLAN_FORMAT = "longhaul-plan/1"
-
-
-def check_plan(doc: dict) -> None:
-    if doc.get("format") != PLAN_FORMAT:
-        raise ValueError(f"not a plan of this longhaul ({doc.get('format')!r}, expected {PLAN_FORMAT!r})")
+PLAN = DocumentFormat("longhaul-plan", 1, "a facility plan", legacy={"longhaul-plan/1": 1})
 
 
 def sim_metrics(res: SimResult, bin_s: float) -> dict:
@@ -90,7 +86,7 @@ def run_plan(trace: Trace, sweep: SweepSection) -> dict:
         m["gap_change"] = metrics.gap_change(m["gap_bps"], base_gap)
         configs.append({"od_transfers_pct": od_pct, "od_bandwidth_pct": bw_pct, "load_ratio": load, **m})
     return {
-        "format": PLAN_FORMAT, "created": now_iso(), "longhaul": git_revision(REPO).to_dict(), "host": host_info().to_dict(),
+        **PLAN.stamp(), "created": now_iso(), "longhaul": git_revision(REPO).to_dict(), "host": host_info().to_dict(),
         "trace": summary, "sweep": sweep.model_dump(), "split": split_mode(trace, sweep), "capacity_bps": capacity,
         "capacity_from": "plan" if sweep.capacity_gbps else f"the trace's peak in {sweep.bin_s:g} s bins",
         "baseline": [{"load_ratio": load, **m} for load, m in sorted(baseline.items())],

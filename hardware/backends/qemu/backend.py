@@ -4,7 +4,6 @@ with real netem on the router VMs (docs/image.md)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -27,12 +26,12 @@ from longhaul.hardware.backends.qemu.firmware import FIRMWARE
 from longhaul.hardware.backends.ssh.backend import open_session
 from longhaul.hardware.executors.process import LocalExecutor, ProcessTable
 from longhaul.hardware.generator import TrexSection, configured_tree
+from longhaul.hardware.image_files import MANIFEST, RAW, SQUASHFS, read_manifest
 from longhaul.hardware.namespaces import remove_namespace, stale_namespaces
-from longhaul.hardware.netboot.plan import SQUASHFS
 from longhaul.hardware.topology import NS_PREFIX
 
 log = logging.getLogger(__name__)
-IMAGE_FILES = ("longhaul.raw", "manifest.json")
+IMAGE_FILES = (RAW, MANIFEST)
 FLEET_NAMESPACE = re.compile(rf"^{re.escape(NS_PREFIX)}q(?P<pid>\d+)$")     # a fleet's, named by its run's pid
 
 
@@ -77,12 +76,12 @@ class QemuBackend:
             raise SettingError(("qemu", "image"), settings.qemu.image,
                                f"an image directory with {' and '.join(missing)} ({found}: build it with `make image`)")
         try:
-            manifest = json.loads((found / "manifest.json").read_text())
+            manifest = read_manifest(found)
         except (OSError, ValueError) as exc:
             raise SettingError(("qemu", "image"), settings.qemu.image,
-                               f"an image directory with a readable manifest.json ({found}: {exc}; make image)") from None
+                               f"an image directory with a readable {MANIFEST} ({found}: {exc}; make image)") from None
         firmware = settings.qemu.firmware
-        boots = manifest.get("firmware", ["bios"]) if isinstance(manifest, dict) else ["bios"]
+        boots = manifest.get("firmware", ["bios"])
         if firmware not in boots:       # an image built before it booted by UEFI
             raise SettingError(("qemu", "firmware"), firmware,
                                f"a firmware the image at {found} boots by: {', '.join(boots)} (rebuild it: make image)")
@@ -100,7 +99,7 @@ class QemuBackend:
 
     def check(self, configured: QemuConfigured, needs: LabNeeds, console) -> Readiness:
         """The VMs exist only during a run: check what boots them."""
-        manifest = json.loads((configured.image_dir / "manifest.json").read_text())
+        manifest = read_manifest(configured.image_dir)
         table = Table(title="qemu lab")
         table.add_column("check")
         table.add_column("result")

@@ -29,7 +29,7 @@ from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import LocalExecutor, NetnsExecutor, ProcessTable
 from longhaul.hardware.executors.ssh_masters import MASTERS
 from longhaul.hardware.generator import TrexSection
-from longhaul.hardware.netboot.plan import SQUASHFS
+from longhaul.hardware.image_files import RAW, SQUASHFS, read_manifest
 from longhaul.hardware.netboot.seed import seed_toml
 from longhaul.hardware.netboot.server import NetbootServer, summary
 from longhaul.hardware.netboot.service import open_server
@@ -151,7 +151,7 @@ class VmFleet:
         self.local = LocalExecutor("controller", procs)
         self.ns_exec = NetnsExecutor(plan.ns, plan.ns, procs)
         self.inventory_path = self.workdir / "inventory.toml"
-        self.image_manifest = json.loads((self.image_dir / "manifest.json").read_text())
+        self.image_manifest = read_manifest(self.image_dir)
         self.boot_seconds: dict[str, float] = {}
         self.firstboot: dict[str, dict] = {}
         self.clock_steps_ms: dict[str, float] = {}
@@ -159,7 +159,7 @@ class VmFleet:
 
     def boot(self) -> None:
         """The namespace and every VM up to its first-boot report (firstboot: what each says)."""
-        image = self.image_dir / "longhaul.raw"
+        image = self.image_dir / RAW
         if not image.is_file():
             raise FileNotFoundError(f"{image}: no appliance image; build it with `make image`")
         self.workdir.mkdir(parents=True, exist_ok=True)
