@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from longhaul.hardware.executors.process import ProcessTable, end_pids, start_ticks
@@ -67,6 +68,27 @@ def owner_alive(tag: str) -> bool:
     except (OSError, ValueError, KeyError):
         return False
     return alive(int(pid))
+
+
+@dataclass(frozen=True)
+class Marker:
+    tag: str
+    pid: int
+    run_dir: Path
+
+
+def live_markers() -> list[Marker]:
+    """The marked sessions whose process is alive (runs, and netboot servers' work directories)."""
+    found = []
+    for path in sorted(STATE_DIR.glob("*.json")) if STATE_DIR.is_dir() else []:
+        try:
+            state = json.loads(path.read_text())
+            marker = Marker(path.stem, int(state["pid"]), Path(state["run_dir"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue                     # half-written, or not a marker
+        if alive(marker.pid):
+            found.append(marker)
+    return found
 
 
 def stale_tags() -> list[str]:

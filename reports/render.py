@@ -157,17 +157,17 @@ def _render_sections(env: jinja2.Environment, store: StoredRun, sections: Sequen
 
 def build_context(store: StoredRun) -> dict:
     cells = store.entries
-    series = {c.id: _load_series(store, c) for c in cells[:MAX_CELL_SECTIONS]}
-    colors = plots.flow_colors([n for c in cells for n in _flow_names(c)])
+    series = {c.id: load_series(store, c) for c in cells[:MAX_CELL_SECTIONS]}
+    colors = plots.flow_colors([n for c in cells for n in flow_names(c)])
     notes = _notes(store, series)
     fairness = fairness_table(cells, notes)
     return {
-        "header": _header(store),
-        "verification": [_verification_row(c) for c in cells],
-        "results": [_result_row(c) for c in cells],
+        "header": header(store),
+        "verification": [verification_row(c) for c in cells],
+        "results": [result_row(c) for c in cells],
         "fairness": fairness,
         "bars": figure(plots.throughput_bars(cells, colors)),
-        "cells": [_cell_section(c, series[c.id], colors) for c in cells[:MAX_CELL_SECTIONS]],
+        "cells": [cell_section(c, series[c.id], colors) for c in cells[:MAX_CELL_SECTIONS]],
         "notes": notes,
     }
 
@@ -188,7 +188,7 @@ def _duration(start: str | None, end: str | None) -> str:
 
 # ---- sections ------------------------------------------------------------------------------------
 
-def _header(store: StoredRun) -> dict:
+def header(store: StoredRun) -> dict:
     m = store.manifest
     lh, host, features = m.longhaul, m.host, m.features or {}
     revision = lh.git_revision or DASH
@@ -232,7 +232,7 @@ def _vm_lab(vm: dict | None) -> str:
             f"{vm.get('accel_why')}; {vm.get('memory_mb')} MB per VM; booted in {boots or DASH}")
 
 
-def _verification_row(cell: CellEntry) -> dict:
+def verification_row(cell: CellEntry) -> dict:
     lab = cell.lab or Verification()
     rtt, rate, queue = lab.rtt_ms or Measure(), lab.rate_mbps or Measure(), lab.queue_bytes or Setting()
     return {"id": cell.id,
@@ -243,7 +243,7 @@ def _verification_row(cell: CellEntry) -> dict:
             "ok": lab.ok is True}
 
 
-def _result_row(cell: CellEntry) -> dict:
+def result_row(cell: CellEntry) -> dict:
     stats = cell.stats or CellStats()
     flows = [{"name": n, "text": mean_std(s.mean_mbps, s.std_mbps, s.n), "n": s.n} for n, s in stats.flows.items()]
     jain = stats.jain
@@ -303,7 +303,7 @@ def _place(slots: dict, key: tuple, slot: dict, notes: list[str]) -> None:
     slots[key] = slot
 
 
-def _cell_section(cell: CellEntry, series: list[tuple[int, TrialSeries]], colors: dict) -> dict:
+def cell_section(cell: CellEntry, series: list[tuple[int, TrialSeries]], colors: dict) -> dict:
     cid = cell.id
     trials = cell.trials
     status = {t.trial: t.status for t in trials}
@@ -362,13 +362,13 @@ def _notes(store: StoredRun, series: dict[str, list[tuple[int, TrialSeries]]]) -
 
 # ---- helpers -------------------------------------------------------------------------------------
 
-def _load_series(store: StoredRun, cell: CellEntry) -> list[tuple[int, TrialSeries]]:
+def load_series(store: StoredRun, cell: CellEntry) -> list[tuple[int, TrialSeries]]:
     # Failed trials usually wrote no CSVs; reading them would only add noise to the notes.
     return [(t.trial, store.trial_series(cell.id, t.trial)) for t in cell.trials
             if t.status != "failed" and isinstance(t.trial, int)]
 
 
-def _flow_names(cell: CellEntry) -> list[str]:
+def flow_names(cell: CellEntry) -> list[str]:
     return [f.name for f in cell.flows if f.name] + list((cell.stats or CellStats()).flows)
 
 

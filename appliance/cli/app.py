@@ -22,6 +22,7 @@ from longhaul.appliance.cli import ops_lab as ops_lab_cmd
 from longhaul.appliance.cli import plan as plan_cmd
 from longhaul.appliance.cli import regression as regression_cmd
 from longhaul.appliance.cli import schedule as schedule_cmd
+from longhaul.appliance.cli import serve as serve_cmd
 from longhaul.appliance.cli.progress import Progress
 from longhaul.appliance.config.load import load_config
 from longhaul.appliance.config.profiles import load_profile
@@ -112,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     netboot_cmd.register(sub)
     regression_cmd.register(sub)
     plan_cmd.register(sub)
+    serve_cmd.register(sub)
     return parser
 
 

@@ -1,0 +1,90 @@
+"""`longhaul serve`: the web console on the controller (docs/console.md).
+
+    longhaul serve [--store DIR] [--listen HOST:PORT] [--users FILE] [--tls-cert PEM --tls-key PEM]
+    longhaul serve --hash-password < password      (a line for the users file)
+
+It listens on loopback unless told otherwise, and on any other address only with a users file.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from pathlib import Path
+
+from longhaul.core.errors import ConfigError
+
+DEFAULT_LISTEN = "127.0.0.1:8086"
+
+
+def register(sub) -> None:
+    serve = sub.add_parser("serve", help="the web console: runs, live runs, comparisons (docs/console.md)")
+    serve.add_argument("--store", type=Path, help="the run store (default: config.toml's [store] dir)")
+    serve.add_argument("--config", type=Path, default=Path("config.toml"), help="where --store comes from")
+    serve.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                       help=f"address to listen on (default {DEFAULT_LISTEN}; another than loopback needs --users)")
+    serve.add_argument("--users", type=Path, help="users file: who may log in, as viewer or operator")
+    serve.add_argument("--tls-cert", type=Path, help="serve HTTPS with this certificate (PEM) ...")
+    serve.add_argument("--tls-key", type=Path, help="... and its key")
+    serve.add_argument("--hash-password", action="store_true", help="read a password on stdin, print its hash")
+    serve.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args) -> int:
+    from longhaul.appliance.console.auth import hash_password
+
+    if args.hash_password:
+        print(hash_password(sys.stdin.readline().rstrip("\n")))
+        return 0
+    host, port, settings = check(args)
+    import uvicorn
+
+    from longhaul.appliance.console.app import create_app
+
+    print(f"longhaul console: {'https' if args.tls_cert else 'http'}://{host}:{port}/ (store {settings.store})",
+          file=sys.stderr)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", access_log=False,
+                ssl_certfile=str(args.tls_cert) if args.tls_cert else None,
+                ssl_keyfile=str(args.tls_key) if args.tls_key else None)
+    return 0
+
+
+def check(args):
+    """(host, port, ConsoleSettings) or a ConfigError (exit 2) before anything listens."""
+    from longhaul.appliance.config.load import load_config
+    from longhaul.appliance.console.app import ConsoleSettings
+    from longhaul.appliance.console.auth import Users, UsersError
+
+    host, _, port_text = args.listen.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ConfigError(None, None, ("--listen",), args.listen, "HOST:PORT, e.g. 127.0.0.1:8086")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise ConfigError(None, None, ("--tls-cert",), str(args.tls_cert or args.tls_key), "both --tls-cert and --tls-key")
+    users = None
+    if args.users:
+        try:
+            users = Users.load(args.users)
+        except UsersError as e:
+            raise ConfigError(args.users, None, ("--users",), str(args.users), str(e)) from None
+    elif not _loopback(host):
+        raise ConfigError(None, None, ("--listen",), args.listen,
+                          "a loopback address (127.0.0.1, ::1, localhost), or give --users: another address "
+                          "needs authentication")
+    if args.store is None:                    # the config's, made if no run has written it yet
+        store = load_config(args.config).store_dir
+        store.mkdir(parents=True, exist_ok=True)
+    elif not args.store.is_dir():
+        raise ConfigError(None, None, ("--store",), str(args.store), "an existing run store directory")
+    else:
+        store = args.store
+    return host, int(port_text), ConsoleSettings(Path(store).resolve(), users)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,231 @@
+"""The console's web application (Starlette, served by uvicorn: appliance/cli/serve.py).
+
+Every page is rendered on the server from the run store through the store's reader and the
+report's own row builders (reports/render.py), so a number reads the same here and in report.html.
+Nothing outside the store directory is served: run and cell names are one path segment each,
+resolved under the store (index.run_dir). The only state change is stopping a run, which needs an
+operator, a CSRF token and the console's own origin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import jinja2
+from markupsafe import Markup
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from longhaul.appliance.console import index, live
+from longhaul.appliance.console.auth import Csrf, User, Users, authenticate
+from longhaul.collectors.store.format import StoreError
+from longhaul.collectors.studies.registry import SECTIONS
+from longhaul.hardware import run_marker
+from longhaul.reports import plots, render
+
+HERE = Path(__file__).parent
+LIVE_POLL_S = 0.5           # how often the live stream looks at the store
+HEARTBEAT_S = 15.0          # a comment line that keeps proxies from closing an idle stream
+RECONNECT_MS = 2000         # EventSource's retry after a drop
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+       "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    store: Path                       # the run store: one directory per run
+    users: Users | None = None        # None: loopback only, the local user is an operator
+
+
+def create_app(settings: ConsoleSettings, csrf: Csrf | None = None) -> Starlette:
+    env = render.environment(SECTIONS)
+    env.loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(HERE / "templates"), env.loader])
+    console = _Console(settings, env, csrf or Csrf())
+    routes = [
+        Route("/", lambda r: RedirectResponse("/runs", 303)),
+        Route("/runs", console.runs),
+        Route("/runs/{run}", console.run),
+        Route("/runs/{run}/cells/{cell}", console.cell),
+        Route("/runs/{run}/live", console.live_page),
+        Route("/runs/{run}/live/events", console.live_events),
+        Route("/runs/{run}/stop", console.stop, methods=["POST"]),
+        Route("/compare", console.compare),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    middleware = [Middleware(BaseHTTPMiddleware, dispatch=console.guard)]
+    return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: console.error})
+
+
+class _Console:
+    def __init__(self, settings: ConsoleSettings, env: jinja2.Environment, csrf: Csrf):
+        self.settings, self.env, self.csrf = settings, env, csrf
+
+    # ---- every request ----------------------------------------------------------------------
+
+    async def guard(self, request: Request, call_next) -> Response:
+        user = authenticate(self.settings.users, request.headers.get("authorization", ""))
+        if user is None:
+            return PlainTextResponse("authentication required", 401,
+                                     headers={"WWW-Authenticate": 'Basic realm="longhaul console"'})
+        request.state.user = user
+        response = await call_next(request)
+        response.headers["Content-Security-Policy"] = CSP
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "same-origin"
+        return response
+
+    def page(self, request: Request, template: str, status: int = 200, **context) -> HTMLResponse:
+        user: User = request.state.user
+        html = self.env.get_template(template).render(user=user, csrf=self.csrf.token(user), **context)
+        return HTMLResponse(html, status)
+
+    async def error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)         # registered for HTTPException only
+        if not hasattr(request.state, "user"):
+            return PlainTextResponse(exc.detail, exc.status_code)
+        return self.page(request, "error.html.j2", exc.status_code, code=exc.status_code, detail=exc.detail)
+
+    def _run(self, name: str):
+        try:
+            return index.load_run(self.settings.store, name)
+        except index.NotFound:
+            raise HTTPException(404, f"no run {name!r} in the store") from None
+
+    # ---- pages --------------------------------------------------------------------------------
+
+    async def runs(self, request: Request) -> Response:
+        q = request.query_params
+        keep = index.RunFilter(**{k: q.get(k, "").strip()[:64] for k in ("profile", "suite", "status", "kernel",
+                                                                         "since", "until")})
+        listing = await anyio.to_thread.run_sync(index.list_runs, self.settings.store, keep)
+        return self.page(request, "runs.html.j2", listing=listing, keep=keep, store=str(self.settings.store))
+
+    async def run(self, request: Request) -> Response:
+        store = await anyio.to_thread.run_sync(self._run, request.path_params["run"])
+        context = await anyio.to_thread.run_sync(_run_context, store, self.env)
+        return self.page(request, "run.html.j2", **context)
+
+    async def cell(self, request: Request) -> Response:
+        store = await anyio.to_thread.run_sync(self._run, request.path_params["run"])
+        cell = next((c for c in store.entries if c.id == request.path_params["cell"]), None)
+        if cell is None:
+            raise HTTPException(404, f"run {store.run_id} has no cell {request.path_params['cell']!r}")
+        colors = plots.flow_colors(render.flow_names(cell))
+        section = await anyio.to_thread.run_sync(
+            lambda: render.cell_section(cell, render.load_series(store, cell), colors))
+        return self.page(request, "cell.html.j2", run_id=store.run_id, cell=section,
+                         verification=render.verification_row(cell), result=render.result_row(cell))
+
+    async def live_page(self, request: Request) -> Response:
+        store = await anyio.to_thread.run_sync(self._run, request.path_params["run"])
+        return self.page(request, "live.html.j2", run_id=store.run_id, live=self._is_live(store.run_dir))
+
+    async def live_events(self, request: Request) -> Response:
+        path = index.run_dir_or_none(self.settings.store, request.path_params["run"])
+        if path is None:
+            raise HTTPException(404, "no such run")
+
+        async def stream():
+            yield f"retry: {RECONNECT_MS}\n\n"
+            last, quiet = None, 0.0
+            while not await request.is_disconnected():
+                try:
+                    snap = await anyio.to_thread.run_sync(live.snapshot, path, self._is_live(path))
+                    text = snap.to_json()
+                except StoreError as e:            # a summary mid-replace: the next look reads it
+                    text, snap = None, None
+                    yield f": {str(e)[:200]}\n\n"
+                if text is not None and text != last:
+                    last, quiet = text, 0.0
+                    yield f"data: {text}\n\n"
+                    if snap is not None and not snap.live:
+                        yield "event: end\ndata: {}\n\n"
+                        return
+                quiet += LIVE_POLL_S
+                if quiet >= HEARTBEAT_S:
+                    quiet = 0.0
+                    yield ": alive\n\n"
+                await asyncio.sleep(LIVE_POLL_S)
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    async def stop(self, request: Request) -> Response:
+        user: User = request.state.user
+        if not user.operator:
+            raise HTTPException(403, "stopping a run needs the operator role")
+        form = await request.form()
+        if not self.csrf.valid(user, str(form.get("csrf", ""))) or not _same_origin(request):
+            raise HTTPException(403, "the request did not come from this console's page (CSRF check)")
+        path = index.run_dir_or_none(self.settings.store, request.path_params["run"])
+        marker = next((m for m in run_marker.live_markers() if path and m.run_dir.resolve() == path), None)
+        if marker is None:
+            raise HTTPException(409, "the run is not running")
+        os.kill(marker.pid, signal.SIGINT)       # the run's own teardown ends what it started
+        return RedirectResponse(f"/runs/{path.name}/live", 303)
+
+    async def compare(self, request: Request) -> Response:
+        a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
+        result = None
+        if a and b:
+            base, new = await anyio.to_thread.run_sync(lambda: (self._run(a), self._run(b)))
+            result = await anyio.to_thread.run_sync(_comparison, base, new)
+        listing = await anyio.to_thread.run_sync(index.list_runs, self.settings.store)
+        return self.page(request, "compare.html.j2", a=a, b=b, result=result,
+                         runs=[r.run_id for r in listing.rows])
+
+    def _is_live(self, run_dir: Path) -> bool:
+        return Path(run_dir).resolve() in index.live_run_dirs()
+
+
+def _same_origin(request: Request) -> bool:
+    """A browser sends Origin (or at least Referer) with a form POST; either must be this host."""
+    origin = request.headers.get("origin") or request.headers.get("referer") or ""
+    host = request.headers.get("host", "")
+    return bool(host) and origin.split("://", 1)[-1].split("/", 1)[0] == host
+
+
+def _run_context(store, env: jinja2.Environment) -> dict:
+    sections = []
+    for section in SECTIONS:
+        try:
+            html = render.render_section(section, store, env)
+        except Exception as exc:  # noqa: BLE001 - a study's failure is a note, as in the report
+            html = None
+            store.problems.append(f"the {section.name} section could not be rendered: {exc}")
+        if html:
+            sections.append(Markup(html))     # the section template's own output, escaped there
+    return {"header": render.header(store), "verification": [render.verification_row(c) for c in store.entries],
+            "results": [render.result_row(c) for c in store.entries], "sections": sections,
+            "problems": store.problems, "row": index.run_row(store, Path(store.run_dir).resolve() in index.live_run_dirs())}
+
+
+def _comparison(base, new) -> dict:
+    """What `longhaul compare` computes (collectors/studies/regression), for the page to show."""
+    from longhaul.collectors.store.fingerprint import diff_fingerprints, fingerprint_of, summarise
+    from longhaul.collectors.studies.registry import RUN_METRICS
+    from longhaul.collectors.studies.regression.compare import CompareError, compare_runs
+    from longhaul.collectors.studies.regression.samples import scenario_label
+
+    try:
+        comparison, error = compare_runs(base, new, run_metrics=RUN_METRICS), None
+    except CompareError as e:
+        comparison, error = None, str(e)
+    changes = summarise(diff_fingerprints(fingerprint_of(base.manifest), fingerprint_of(new.manifest)))
+    rows = [{"scenario": scenario_label(r.scenario, r.calibration), "metric": f"{r.metric} {r.unit}".strip(),
+             "n": f"{r.n_base}+{r.n_new}", "medians": f"{r.base_median:.4g} -> {r.new_median:.4g}",
+             "shift": f"{r.shift:+.3g}" + (f" ({r.relative * 100:+.1f} %)" if r.relative is not None else ""),
+             "ci": f"[{r.ci_low:+.3g}, {r.ci_high:+.3g}]", "p": "" if r.p is None else f"{r.p:.2g}",
+             "verdict": r.verdict, "note": r.note} for r in (comparison.rows if comparison else [])]
+    return {"comparison": comparison, "rows": rows, "error": error, "changes": changes}

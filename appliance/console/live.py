@@ -1,0 +1,84 @@
+"""What the live page shows of a run in progress, read from its store as it is written: cell k of N,
+an ETA, the current cell's verification, and the per-second throughput and RTT of its newest
+stored trial. A trial's series reach the store when the trial ends (appliance/run/trial/summary.py),
+so the figures move trial by trial; the progress moves cell by cell."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from longhaul.collectors.store.format import TRIAL_JSON, TRIAL_PREFIX, StoreError, cell_dir, trial_dir
+from longhaul.collectors.store.reader import load_store, load_trial_series
+from longhaul.reports.render import verification_row
+
+MAX_POINTS = 600            # per flow: the newest ten minutes of a trial at 1 s
+
+
+@dataclass
+class LiveSnapshot:
+    run_id: str
+    status: str
+    live: bool
+    cells_total: int
+    cells_done: int
+    current: str | None              # the cell running now (or the next to run)
+    eta_s: float | None
+    verification: dict | None        # reports.render.verification_row of the current cell
+    series_of: str | None            # "cell / trial k" the figures show
+    throughput: dict[str, list[list[float]]] = field(default_factory=dict)   # flow -> [[t_s, Mb/s]]
+    rtt: list[list[float]] = field(default_factory=list)                     # [[t_s, ms]]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"), allow_nan=False)
+
+
+def snapshot(run_dir: Path, live: bool, now: dt.datetime | None = None) -> LiveSnapshot:
+    store = load_store(run_dir)
+    cells = store.entries
+    done = sum(c.status not in ("pending", "running", None) for c in cells)
+    current = next((c for c in cells if c.status == "running"), None) or next(
+        (c for c in cells if c.status in ("pending", None)), None)
+    snap = LiveSnapshot(run_id=store.run_id, status=store.status or "unknown", live=live, cells_total=len(cells),
+                        cells_done=done, current=current.id if current else None,
+                        eta_s=_eta(store.manifest.started, done, len(cells), now),
+                        verification=verification_row(current) if current and current.lab else None,
+                        series_of=None)
+    shown = [c for c in ([current] if current else []) + cells[::-1] if c is not None]
+    for cell in shown:                          # the current cell's newest trial, else the last finished one
+        trial = _newest_trial(Path(run_dir), cell.id)
+        if trial is None:
+            continue
+        series = load_trial_series(trial_dir(Path(run_dir), cell.id, trial))
+        if series.throughput or series.rtt is not None:
+            snap.series_of = f"{cell.id} / trial {trial}"
+            snap.throughput = {flow: _points(s) for flow, s in series.throughput.items()}
+            snap.rtt = _points(series.rtt) if series.rtt is not None else []
+            break
+    return snap
+
+
+def _newest_trial(run_dir: Path, cell_id: str) -> int | None:
+    numbers = (p.parent.name.removeprefix(TRIAL_PREFIX) for p in cell_dir(run_dir, cell_id).glob(f"{TRIAL_PREFIX}*/{TRIAL_JSON}"))
+    return max((int(n) for n in numbers if n.isdigit()), default=None)
+
+
+def _points(series) -> list[list[float]]:
+    t, v = series
+    return [[round(float(a), 3), round(float(b), 3)] for a, b in zip(t[-MAX_POINTS:], v[-MAX_POINTS:])]
+
+
+def _eta(started: str | None, done: int, total: int, now: dt.datetime | None) -> float | None:
+    if not started or done == 0 or done >= total:
+        return None
+    try:
+        begun = dt.datetime.fromisoformat(started.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    elapsed = ((now or dt.datetime.now(dt.timezone.utc)) - begun).total_seconds()
+    return round(elapsed / done * (total - done), 1) if elapsed > 0 else None
+
+
+__all__ = ["LiveSnapshot", "StoreError", "snapshot"]

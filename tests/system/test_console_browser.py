@@ -1,0 +1,163 @@
+"""The web console in a real browser: Debian's headless chromium through Selenium, against the
+console served by uvicorn on loopback over a real run store. Every page opens with no console
+error; the live page follows a run whose store grows while it is watched, and ends with what the
+store holds. LONGHAUL_SCREENSHOTS=DIR keeps a screenshot of each page (docs/console/ has them)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from console_fixtures import COMPLETE, PARTIAL, console_store, set_statuses
+
+from longhaul.appliance.console.app import ConsoleSettings, create_app
+from longhaul.collectors.store.reader import load_store, load_trial_series
+from longhaul.hardware import run_marker
+from longhaul.hardware.executors.process import wait_until
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
+                                reason="needs Debian's chromium and chromium-driver (make setup installs them)")
+LIVE = "20240613-120000-0f0f0f"
+AGAIN = "20240611-110000-a1b2c4"
+SHOTS = os.environ.get("LONGHAUL_SCREENSHOTS")
+
+
+def _update(path: Path, **keys) -> None:
+    path.write_text(json.dumps({**json.loads(path.read_text()), **keys}))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    root = console_store(tmp_path_factory.mktemp("store"))
+    shutil.copytree(root / COMPLETE, root / AGAIN)      # the same cells again, to compare with
+    _update(root / AGAIN / "manifest.json", run_id=AGAIN, started="2024-06-11T11:00:00Z")
+    _update(root / AGAIN / "summary.json", run_id=AGAIN)
+    shutil.copytree(root / PARTIAL, root / LIVE)       # the run to watch: cell table2-002 running
+    _update(root / LIVE / "manifest.json", run_id=LIVE, status="running", started="2024-06-13T12:00:00Z")
+    _update(root / LIVE / "summary.json", run_id=LIVE, status="running")
+    shutil.rmtree(root / LIVE / "cells" / "table2-002" / "trial-2")      # its first trial only, so far
+    return root
+
+
+@pytest.fixture(scope="module")
+def markers(tmp_path_factory):
+    """The watched run's marker, naming a process of ours that stands for its longhaul."""
+    state = tmp_path_factory.mktemp("markers")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    mp = pytest.MonkeyPatch()
+    mp.setattr(run_marker, "STATE_DIR", state)
+    yield state, proc
+    mp.undo()
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+@pytest.fixture(scope="module")
+def console(store, markers):
+    import uvicorn
+
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(ConsoleSettings(store)), host="127.0.0.1", port=port,
+                                           log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, 20, 0.1, what="the console to listen")
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1360,1000"):
+        options.add_argument(arg)
+    options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingOptions", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def _open(browser, url: str, shot: str | None = None) -> str:
+    browser.get(url)
+    wait_until(lambda: browser.execute_script("return document.readyState") == "complete", 20, 0.1, what=url)
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], (url, errors)
+    if SHOTS and shot:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        height = browser.execute_script("return document.body.scrollHeight")
+        browser.set_window_size(1360, min(max(height + 40, 600), 4000))
+        browser.save_screenshot(str(Path(SHOTS) / f"{shot}.png"))
+        browser.set_window_size(1360, 1000)
+    return browser.page_source
+
+
+def test_every_page_opens_with_no_console_error(console, browser, store):
+    html = _open(browser, f"{console}/runs", "runs")
+    assert all(run in html for run in (COMPLETE, AGAIN, PARTIAL, LIVE))
+    html = _open(browser, f"{console}/runs/{COMPLETE}", "run")
+    cells = [a.get_attribute("href") for a in browser.find_elements("css selector", "#results a")]
+    assert len(cells) == len(load_store(store / COMPLETE).entries) == 3
+    for k, href in enumerate(cells):
+        page = _open(browser, href, "cell" if k == 1 else None)
+        assert page.count("<svg") >= 2
+    _open(browser, f"{console}/runs?status=interrupted", None)
+    _open(browser, f"{console}/compare?a={PARTIAL}&b={COMPLETE}", None)      # not comparable: says why
+    _open(browser, f"{console}/compare?a={COMPLETE}&b={AGAIN}", "compare")
+    _open(browser, f"{console}/runs/{PARTIAL}/live", None)
+
+
+def _drawn(browser) -> dict[str, int]:
+    return browser.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#throughput polyline')]"
+        ".map(p => [p.dataset.flow, Number(p.dataset.points)]))")
+
+
+def test_the_live_page_follows_the_store_and_ends_with_what_it_holds(console, browser, store, markers):
+    state, proc = markers
+    (state / "lh-watched.json").write_text(json.dumps({"pid": proc.pid, "run_dir": str(store / LIVE)}))
+    _open(browser, f"{console}/runs/{LIVE}/live")
+    text = lambda id_: browser.find_element("id", id_).text
+    wait_until(lambda: text("series-of") == "cell table2-002 / trial 1", 10, 0.1, what="the first trial on the page")
+    assert text("state") == "running" and text("done") == "2" and text("total") == "4" and text("cell") == "table2-002"
+    first = _drawn(browser)
+    stored = load_trial_series(store / LIVE / "cells" / "table2-002" / "trial-1")
+    assert first == {flow: len(t) for flow, (t, _) in stored.throughput.items()}
+    # the run stores its second trial: the page shows it within 2 s, without a reload
+    shutil.copytree(store / PARTIAL / "cells" / "table2-002" / "trial-2", store / LIVE / "cells" / "table2-002" / "trial-2")
+    t0 = time.monotonic()
+    wait_until(lambda: text("series-of") == "cell table2-002 / trial 2", 5, 0.1, what="the second trial on the page")
+    assert time.monotonic() - t0 < 2.5
+    if SHOTS:
+        _open(browser, browser.current_url, None)
+        wait_until(lambda: text("series-of") == "cell table2-002 / trial 2", 5, 0.1, what="the page again")
+        browser.save_screenshot(str(Path(SHOTS) / "live.png"))
+    # the run ends: its cells complete, its process gone; the page says so and holds the store's seconds
+    set_statuses(store / LIVE, ["complete", "complete", "complete", "complete"])
+    _update(store / LIVE / "summary.json", status="complete")
+    _update(store / LIVE / "manifest.json", status="complete")
+    proc.kill()
+    proc.wait()
+    wait_until(lambda: text("link") == "the run has ended", 10, 0.1, what="the end of the stream")
+    second = load_trial_series(store / LIVE / "cells" / "table2-002" / "trial-2")
+    assert text("state") == "complete" and text("done") == "4" and text("series-of") == "cell table2-002 / trial 2"
+    assert _drawn(browser) == {flow: len(t) for flow, (t, _) in second.throughput.items()}
