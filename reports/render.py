@@ -30,7 +30,8 @@ from longhaul.collectors.store.records import (
     Setting,
     Verification,
 )
-from longhaul.reports import plots
+from longhaul.reports import plots, sweep
+from longhaul.reports.cell_pages import CELL_PAGES, write_cell_pages
 from longhaul.reports.fmt import DASH, fmt, fmt_mbps, fmt_std, mean, mean_std, num, spread
 from longhaul.reports.sections import Section, figure
 
@@ -56,7 +57,12 @@ def write_report(run_dir: Path, formats: tuple[str, ...] = FORMATS,
     run_dir = Path(run_dir)
     if unknown := [f for f in formats if f not in FORMATS]:   # before the (slow) rendering
         raise ValueError(f"unknown report format(s) {unknown}; choose from {FORMATS}")
-    return write_document(render_html(run_dir, sections), run_dir, "report", formats)
+    written = write_document(render_html(run_dir, sections), run_dir, "report", formats)
+    if "html" in formats:
+        store = load_store(run_dir)
+        if len(store.entries) > MAX_CELL_SECTIONS:      # the HTML report links a page per cell
+            written.append(write_cell_pages(store))
+    return written
 
 
 def write_document(html: str, out_dir: Path, stem: str, formats: tuple[str, ...] = FORMATS) -> list[Path]:
@@ -97,7 +103,7 @@ def render_html(run_dir: Path, sections: Sequence[Section] = ()) -> str:
     env = environment(sections)
     context = build_context(store)
     context["css"] = (TEMPLATES / "report.css").read_text(encoding="utf-8")
-    context["sections"] = _render_sections(env, store, sections, context["notes"])
+    context["sections"] = render_sections(env, store, sections, context["notes"])
     return env.get_template("report.html.j2").render(**context)
 
 
@@ -140,7 +146,7 @@ def _section_module(env: jinja2.Environment, section: Section, store: StoredRun)
     return env.get_template(name).make_module(section.context(store))
 
 
-def _render_sections(env: jinja2.Environment, store: StoredRun, sections: Sequence[Section],
+def render_sections(env: jinja2.Environment, store: StoredRun, sections: Sequence[Section],
                      notes: list[str]) -> list[TemplateModule]:
     """The sections that apply, rendered; one that fails is logged and becomes a note: a bug in
     one study must not cost the run its report."""
@@ -157,17 +163,23 @@ def _render_sections(env: jinja2.Environment, store: StoredRun, sections: Sequen
 
 def build_context(store: StoredRun) -> dict:
     cells = store.entries
-    series = {c.id: load_series(store, c) for c in cells[:MAX_CELL_SECTIONS]}
+    paged = len(cells) > MAX_CELL_SECTIONS            # a sweep: heat maps here, a page per cell
+    inline = [] if paged else cells
+    series = {c.id: load_series(store, c) for c in inline}
     colors = plots.flow_colors([n for c in cells for n in flow_names(c)])
     notes = _notes(store, series)
     fairness = fairness_table(cells, notes)
+    overview, why_not = sweep.heatmaps(cells) if paged else ([], None)
+    notes += [why_not] if why_not else []
     return {
         "header": header(store),
         "verification": [verification_row(c) for c in cells],
         "results": [result_row(c) for c in cells],
         "fairness": fairness,
-        "bars": figure(plots.throughput_bars(cells, colors)),
-        "cells": [cell_section(c, series[c.id], colors) for c in cells[:MAX_CELL_SECTIONS]],
+        "bars": None if paged else figure(plots.throughput_bars(cells, colors)),
+        "sweep": overview,
+        "cell_pages": CELL_PAGES if paged else None,
+        "cells": [cell_section(c, series[c.id], colors) for c in inline],
         "notes": notes,
     }
 
@@ -309,7 +321,7 @@ def cell_section(cell: CellEntry, series: list[tuple[int, TrialSeries]], colors:
     status = {t.trial: t.status for t in trials}
     shown = [f"{k}" if status.get(k) == "ok" else f"{k} ({status.get(k)})"
              for k, s in series if s.throughput]
-    idle = _idle_rtt(cell)
+    idle = idle_rtt(cell)
     drawn = [(plots.throughput_timeseries(cid, series, colors),
               f"Receiver throughput per flow (all streams of a flow summed), 1 s intervals. Colour = "
               f"flow, line style = trial; trials shown: {', '.join(shown)}."),
@@ -344,8 +356,8 @@ def _notes(store: StoredRun, series: dict[str, list[tuple[int, TrialSeries]]]) -
                      f"finished; cells and trials that did not run are listed below.")
     notes += [f"Store: {p}." for p in store.problems]
     if len(store.entries) > MAX_CELL_SECTIONS:
-        notes.append(f"Per-cell time series are shown for the first {MAX_CELL_SECTIONS} of {len(store.entries)} "
-                     "cells; every cell's CSVs are in the run directory.")
+        notes.append(f"Each of the {len(store.entries)} cells has a page of its own beside the HTML report "
+                     f"({CELL_PAGES}/, linked from the tables); this page maps the sweep instead.")
     for cell in store.entries:
         if not cell.trials:
             notes.append(f"Cell {cell.id}: no trials were run.")
@@ -393,7 +405,7 @@ def _flow_desc(flow: FlowDecl) -> str:
     return f"{flow.name} ({flow.role or 'flow'}): " + ", ".join(str(p) for p in parts if p)
 
 
-def _idle_rtt(cell: CellEntry) -> float | None:
+def idle_rtt(cell: CellEntry) -> float | None:
     idle = mean(t.rtt.idle_ms for t in cell.trials if t.rtt)
     if idle is None:
         idle = num(cell.lab.measured_rtt_ms if cell.lab else None)

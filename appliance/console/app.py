@@ -17,7 +17,6 @@ from pathlib import Path
 
 import anyio
 import jinja2
-from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -197,18 +196,11 @@ def _same_origin(request: Request) -> bool:
 
 
 def _run_context(store, env: jinja2.Environment) -> dict:
-    sections = []
-    for section in SECTIONS:
-        try:
-            html = render.render_section(section, store, env)
-        except Exception as exc:  # noqa: BLE001 - a study's failure is a note, as in the report
-            html = None
-            store.problems.append(f"the {section.name} section could not be rendered: {exc}")
-        if html:
-            sections.append(Markup(html))     # the section template's own output, escaped there
+    notes = list(store.problems)
+    sections = render.render_sections(env, store, SECTIONS, notes)      # as the report places them
     return {"header": render.header(store), "verification": [render.verification_row(c) for c in store.entries],
             "results": [render.result_row(c) for c in store.entries], "sections": sections,
-            "problems": store.problems, "row": index.run_row(store, Path(store.run_dir).resolve() in index.live_run_dirs())}
+            "problems": notes, "row": index.run_row(store, Path(store.run_dir).resolve() in index.live_run_dirs())}
 
 
 def _comparison(base, new) -> dict:

@@ -310,7 +310,8 @@ def test_markup_is_trusted_in_one_place_only():
     code = [p for d in ("reports", "collectors", "appliance") for p in (root / d).rglob("*.py")]
     marked = [p.relative_to(root) for p in code if "Markup(" in p.read_text(encoding="utf-8")]
     assert marked == [Path("reports/sections.py")]
-    templates = [p for d in ("reports", "collectors") for p in (root / d).rglob("*.j2")]
+    templates = [p for d in ("reports", "collectors", "appliance") for p in (root / d).rglob("*.j2")]
     safe = [(p.name, line.strip()) for p in templates for line in p.read_text(encoding="utf-8").splitlines()
             if re.search(r"\|\s*safe\b", line)]
-    assert sorted(safe) == [("plan.html.j2", "{{ css | safe }}"), ("report.html.j2", "{{ css | safe }}")]
+    assert sorted(safe) == [("cell_page.html.j2", "{{ css | safe }}"), ("plan.html.j2", "{{ css | safe }}"),
+                            ("report.html.j2", "{{ css | safe }}")]

@@ -1,0 +1,118 @@
+"""A page per cell beside a sweep's report (report-cells/<cell>.html), for runs with more cells
+than the report shows inline (render.MAX_CELL_SECTIONS): the cell's settings, verification,
+results and one figure of its throughput per flow and probe RTT over every trial, linked from the
+report's tables, none left out.
+
+Drawing is what costs (matplotlib: about 0.1 s a figure), so each worker process keeps one figure
+and redraws only its lines, and the cells are shared among the machine's cores; the whole set of
+pages is the report's, replaced as one when written again."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure as MplFigure
+
+from longhaul.collectors.store.reader import StoredRun, load_store
+from longhaul.reports import plots
+from longhaul.reports.sections import figure
+
+CELL_PAGES = "report-cells"          # beside report.html
+CHUNK = 16                           # cells a worker takes at once
+
+_worker: _Pages | None = None
+
+
+class _Pages:
+    """One worker's store, template and reusable figure."""
+
+    def __init__(self, run_dir: Path):
+        from longhaul.reports.render import environment
+
+        self.store = load_store(run_dir)
+        self.cells = {c.id: c for c in self.store.entries}
+        self.template = environment().get_template("cell_page.html.j2")
+        self.css = (Path(plots.__file__).parent / "templates" / "report.css").read_text()
+        with matplotlib.rc_context(plots.RC):
+            self.fig = MplFigure(figsize=(plots.WIDTH_IN, 4.2))
+            FigureCanvasAgg(self.fig)
+            self.top, self.bottom = self.fig.subplots(2, 1, sharex=True)
+            self.fig.subplots_adjust(left=0.085, right=0.80, bottom=0.11, top=0.93, hspace=0.25)
+            for ax, xlabel, ylabel in ((self.top, "", "throughput (Mb/s)"),
+                                       (self.bottom, "time since trial start (s)", "RTT (ms)")):
+                ax.set_xlabel(xlabel)
+                ax.set_ylabel(ylabel)
+                ax.grid(True, alpha=0.3, lw=0.5)
+
+    def write(self, cell_id: str, out: Path) -> Path:
+        from longhaul.reports import render
+
+        cell = self.cells[cell_id]
+        series = render.load_series(self.store, cell)
+        drawn = self._draw(cell_id, series, plots.flow_colors(render.flow_names(cell)), render.idle_rtt(cell))
+        section = render.cell_section(cell, [], {})        # the cell's tables; its figure is drawn here
+        html = self.template.render(css=self.css, run_id=self.store.run_id, cell=section,
+                                    verification=render.verification_row(cell), result=render.result_row(cell),
+                                    figure=figure(drawn, "Receiver throughput per flow (top; colour = flow, line "
+                                                         "style = trial) and probe RTT (bottom, one line per trial; "
+                                                         "dashed: idle RTT), 1 s intervals, every trial."))
+        path = out / f"{cell_id}.html"
+        path.write_text(html)
+        return path
+
+    def _draw(self, cell_id: str, series, colors: dict, idle: float | None) -> str | None:
+        if not any(s.throughput or s.rtt is not None for _, s in series):
+            return None
+        with matplotlib.rc_context(plots.RC):
+            for ax in (self.top, self.bottom):        # only the lines and legend change from cell to cell
+                for artist in [*ax.lines, *([ax.legend_] if ax.legend_ else [])]:
+                    artist.remove()
+            for k, (trial, s) in enumerate(series):
+                style = plots.TRIAL_STYLES[k % len(plots.TRIAL_STYLES)]
+                for flow, (t, v) in s.throughput.items():
+                    self.top.plot(t, v, style, color=colors.get(flow), lw=0.8, label=flow if k == 0 else None)
+                if s.rtt is not None:
+                    self.bottom.plot(*s.rtt, style, lw=0.8, label=f"trial {trial}" if k < 4 else None)
+            if idle is not None:
+                self.bottom.axhline(idle, ls="--", color="black", lw=0.8, label="idle RTT")
+            for ax in (self.top, self.bottom):
+                ax.relim()
+                ax.autoscale_view()
+                ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+            self.top.set_ylim(bottom=0)
+            self.top.set_title(f"Throughput and RTT: {cell_id}")
+            return plots.to_svg(self.fig, cell_id, f"Throughput and RTT of cell {cell_id}")
+
+
+def _init(run_dir: str) -> None:
+    global _worker
+    _worker = _Pages(Path(run_dir))
+
+
+def _write_chunk(cell_ids: list[str], out: str) -> int:
+    assert _worker is not None
+    for cell_id in cell_ids:
+        _worker.write(cell_id, Path(out))
+    return len(cell_ids)
+
+
+def write_cell_pages(store: StoredRun, workers: int | None = None) -> Path:
+    """Every cell's page under run_dir/report-cells/ (a previous set is replaced whole)."""
+    run_dir = Path(store.run_dir)
+    final, partial = run_dir / CELL_PAGES, run_dir / f"{CELL_PAGES}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    ids = [c.id for c in store.entries if c.id]
+    chunks = [ids[k:k + CHUNK] for k in range(0, len(ids), CHUNK)]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(chunks)))
+    with ProcessPoolExecutor(workers, initializer=_init, initargs=(str(run_dir),)) as pool:
+        written = sum(pool.map(_write_chunk, chunks, [str(partial)] * len(chunks)))
+    assert written == len(ids)
+    shutil.rmtree(final, ignore_errors=True)
+    partial.rename(final)
+    return final
