@@ -171,7 +171,13 @@ class _Console:
         marker = next((m for m in run_marker.live_markers() if path and m.run_dir.resolve() == path), None)
         if marker is None:
             raise HTTPException(409, "the run is not running")
-        os.kill(marker.pid, signal.SIGINT)       # the run's own teardown ends what it started
+        try:
+            os.kill(marker.pid, signal.SIGINT)   # the run's own teardown ends what it started
+        except PermissionError:
+            raise HTTPException(403, f"this console may not signal the run's process {marker.pid} "
+                                     f"(run it as the user who runs longhaul)") from None
+        except ProcessLookupError:
+            raise HTTPException(409, "the run has just ended") from None
         return RedirectResponse(f"/runs/{path.name}/live", 303)
 
     async def compare(self, request: Request) -> Response:

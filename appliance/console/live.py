@@ -1,7 +1,8 @@
 """What the live page shows of a run in progress, read from its store as it is written: cell k of N,
-an ETA, the current cell's verification, and the per-second throughput and RTT of its newest
-stored trial. A trial's series reach the store when the trial ends (appliance/run/trial/summary.py),
-so the figures move trial by trial; the progress moves cell by cell."""
+an ETA, the current cell's verification, and each flow's throughput and the probe RTT per second:
+of the trial under way from its live.csv (collectors/store/live_rows.py: the senders' delivery
+rate, written each second), else of the cell's newest stored trial (its throughput.csv and
+rtt.csv, the record)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from longhaul.collectors.store.format import TRIAL_JSON, TRIAL_PREFIX, StoreError, cell_dir, trial_dir
+from longhaul.collectors.store.format import LIVE_CSV, TRIAL_JSON, TRIAL_PREFIX, StoreError, cell_dir, trial_dir
+from longhaul.collectors.store.live_rows import load_live
 from longhaul.collectors.store.reader import load_store, load_trial_series
 from longhaul.reports.render import verification_row
 
@@ -46,6 +48,13 @@ def snapshot(run_dir: Path, live: bool, now: dt.datetime | None = None) -> LiveS
                         eta_s=_eta(store.manifest.started, done, len(cells), now),
                         verification=verification_row(current) if current and current.lab else None,
                         series_of=None)
+    running = _running_trial(Path(run_dir), current.id) if current and live else None
+    if running is not None:                    # the trial under way, second by second (its live.csv)
+        trial, (rates, rtt) = running
+        snap.series_of = f"{current.id} / trial {trial} (running: the senders' delivery rate)"
+        snap.throughput = {flow: _points(s) for flow, s in rates.items()}
+        snap.rtt = _points(rtt) if rtt is not None else []
+        return snap
     shown = [c for c in ([current] if current else []) + cells[::-1] if c is not None]
     for cell in shown:                          # the current cell's newest trial, else the last finished one
         trial = _newest_trial(Path(run_dir), cell.id)
@@ -58,6 +67,17 @@ def snapshot(run_dir: Path, live: bool, now: dt.datetime | None = None) -> LiveS
             snap.rtt = _points(series.rtt) if series.rtt is not None else []
             break
     return snap
+
+
+def _running_trial(run_dir: Path, cell_id: str):
+    """(k, its live rows) of the cell's trial under way: a live.csv and no trial.json yet."""
+    for path in sorted(cell_dir(run_dir, cell_id).glob(f"{TRIAL_PREFIX}*/{LIVE_CSV}"), reverse=True):
+        number = path.parent.name.removeprefix(TRIAL_PREFIX)
+        if number.isdigit() and not (path.parent / TRIAL_JSON).exists():
+            rows = load_live(path.parent)
+            if rows is not None:
+                return int(number), rows
+    return None
 
 
 def _newest_trial(run_dir: Path, cell_id: str) -> int | None:

@@ -30,6 +30,7 @@ from longhaul.collectors.store.format import CALIBRATION_LABEL, LAB_DIR, RUN_LOG
 from longhaul.collectors.store.influx.mirror import InfluxMirror, preflight
 from longhaul.collectors.store.influx.points import run_tags
 from longhaul.collectors.store.influx.spool import spool_dir
+from longhaul.collectors.store.live_rows import LiveRows
 from longhaul.collectors.store.manifest import ProfileSource, RunManifest, RunOrder
 from longhaul.collectors.store.provenance import new_run_id, run_manifest, tool_versions
 from longhaul.collectors.store.records import CellEntry, DeclaredCell, FlowDecl, Topology, Verification
@@ -183,18 +184,22 @@ class Runner:
             self.progress.start_trial(job.trial, job.repeats)
             trial_dir = store.trial_dir(spec.id, job.trial)
             idle = entry.lab.measured_rtt_ms if entry.lab else None
+            live = LiveRows(trial_dir)            # the trial second by second, until it is stored
             try:
-                trial = run_trial(lab, spec, job.trial, trial_dir, idle, self.progress.tick,
-                                  self.choosers(spec) if self.choosers else None, phases=self.phases)
-            except (TimeoutError, RuntimeError) as exc:      # the trial's set-up failed: a host gone is why?
-                lost = HostWatch({h.name: lab.executor(h.name) for h in lab.topo.hosts}).settle()
-                if not lost:
-                    raise
-                self._trial_ended(spec, entry, store, remaining, ok=False, error=str(exc))
-                self._host_lost(spec, job.trial, sorted(lost), f"{exc}; lost in the trial's set-up")
-                continue
-            with self.phases("trial store"):
-                store.record_trial(entry, trial)
+                try:
+                    trial = run_trial(lab, spec, job.trial, trial_dir, idle, live.chained(self.progress.tick),
+                                      self.choosers(spec) if self.choosers else None, phases=self.phases)
+                except (TimeoutError, RuntimeError) as exc:      # the trial's set-up failed: a host gone is why?
+                    lost = HostWatch({h.name: lab.executor(h.name) for h in lab.topo.hosts}).settle()
+                    if not lost:
+                        raise
+                    self._trial_ended(spec, entry, store, remaining, ok=False, error=str(exc))
+                    self._host_lost(spec, job.trial, sorted(lost), f"{exc}; lost in the trial's set-up")
+                    continue
+                with self.phases("trial store"):
+                    store.record_trial(entry, trial)
+            finally:
+                live.close()
             self.progress.end_trial(trial)
             self._trial_ended(spec, entry, store, remaining, ok=trial.ok)
             if trial.lost_hosts:

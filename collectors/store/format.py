@@ -44,6 +44,11 @@ TCPINFO_COLUMNS = ("t_s", "flow", "src", "sport", "dst", "dport", "cwnd", "bytes
                    "rttvar_ms", "retrans_total", "delivery_rate_mbps", "bytes_acked")
 EVENTS_CSV = "events.csv"
 EVENTS_COLUMNS = ("flow", "burst", "planned_start_s", "launched_s", "planned_stop_s", "exited_s")
+# While a trial runs, and only then: each flow's delivery rate (tcp_info, the senders' view) and the
+# probe's latest RTT every second, for a live view (collectors/store/live_rows.py); the trial's own
+# tables replace it as the record when the trial is stored.
+LIVE_CSV = "live.csv"
+LIVE_COLUMNS = ("t_s", "flow", "mbps", "rtt_ms")
 DECISIONS_CSV = "decisions.csv"        # only for flows whose bursts' CCA is chosen during the trial
 DECISIONS_COLUMNS = ("flow", "burst", "t_s", "cca", "note")
 

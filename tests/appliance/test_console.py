@@ -239,3 +239,22 @@ def test_longhaul_serve_answers_on_loopback_and_ends_on_sigint(store):
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(15) == 0
+
+
+def test_a_trial_under_way_is_shown_from_its_live_rows(store, tmp_path):
+    import shutil as sh
+
+    from longhaul.collectors.store.live_rows import LiveRows
+
+    run = tmp_path / "run"
+    sh.copytree(store / "20240612-090000-d4e5f6", run)
+    trial = run / "cells" / "table2-002" / "trial-3"            # the running cell's next trial, under way
+    rows = LiveRows(trial)
+    for t in range(4):
+        rows.tick(float(t), {"fg": {"mbps": 50.0 * t}}, 130.0)
+    snap = live.snapshot(run, live=True)
+    assert snap.series_of == "table2-002 / trial 3 (running: the senders' delivery rate)"
+    assert snap.throughput == {"fg": [[0.0, 0.0], [1.0, 50.0], [2.0, 100.0], [3.0, 150.0]]}
+    assert snap.rtt == [[0.0, 130.0], [1.0, 130.0], [2.0, 130.0], [3.0, 130.0]]
+    rows.close()
+    assert live.snapshot(run, live=True).series_of == "table2-002 / trial 2"     # stored: the record again

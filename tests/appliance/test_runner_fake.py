@@ -321,3 +321,30 @@ def test_a_host_lost_as_its_trial_starts_is_named_and_the_run_stops(tmp_path, mo
     (run_dir,) = [p.parent for p in (tmp_path / "runs").glob("*/summary.json")]
     (cell,) = json.loads((run_dir / "summary.json").read_text())["cells"]
     assert cell["trials"][0]["lost_hosts"] == ["S1"] and cell["trials"][0]["status"] == "failed"
+
+
+def test_a_trial_under_way_is_in_the_store_second_by_second_and_its_view_goes_when_it_is_stored(tmp_path, monkeypatch):
+    """live.csv: what the console's live page reads while a trial runs (collectors/store/live_rows.py)."""
+    from longhaul.collectors.store.live_rows import load_live
+
+    seen: list[tuple[float, dict]] = []
+    progress = quiet()
+    tick = progress.tick
+
+    def watching(elapsed, flows, rtt_ms):
+        live = next(store_dir.glob(f"*/cells/*/trial-*/{fmt.LIVE_CSV}"), None)
+        if live is not None:
+            seen.append((elapsed, load_live(live.parent)))
+        tick(elapsed, flows, rtt_ms)
+
+    progress.tick = watching
+    use_fake_backend(monkeypatch, FakeBackend())
+    # the fake tools exit at once: the probe's 2.5 s keep the trial going long enough to tick
+    config = load_config(write_fake_config(tmp_path, TINY_PROFILE.replace("repeats = 2", "repeats = 1")
+                                           + "\n[probe]\nduration_s = 2.5\n"))
+    store_dir = tmp_path / "runs"
+    store = Runner(config, progress).run()
+    assert len(seen) >= 2 and all(rows is not None for _, rows in seen)
+    rates, rtt = seen[-1][1]
+    assert rtt is not None and len(rtt[0]) >= 1                   # the probe's RTT, each second
+    assert not list(store.dir.glob(f"cells/*/trial-*/{fmt.LIVE_CSV}"))    # stored: the view is gone
