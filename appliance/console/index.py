@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from longhaul.collectors.store.format import MANIFEST, StoreError
+from longhaul.collectors.store.format import CALIBRATION_LABEL, MANIFEST, StoreError
 from longhaul.collectors.store.reader import StoredRun, load_store
 from longhaul.hardware import run_marker
 
@@ -117,7 +117,8 @@ def run_row(store: StoredRun, live: bool = False) -> RunRow:
     complete = sum(c.status == "complete" for c in cells)
     failed = sum(c.status in ("failed", "refused") for c in cells)
     kernels = sorted(set(((m.features or {}).get("kernels") or {}).values()))
-    suite = next((c.profile for c in cells if c.profile and c.profile.startswith("regression-")), "") or ""
+    # a regression suite's run has a calibration cell (docs/regression.md): its profile names the suite
+    suite = next((c.profile for c in cells if (c.labels or {}).get(CALIBRATION_LABEL) and c.profile), "")
     return RunRow(run_id=store.run_id, started=m.started or "", status=store.status or "unknown",
                   kind=m.kind or "profile run", profiles=tuple(m.profiles), suite=suite,
                   kernel=", ".join(kernels) or (m.host.kernel or ""), backend=m.backend or "",

@@ -258,3 +258,16 @@ def test_a_trial_under_way_is_shown_from_its_live_rows(store, tmp_path):
     assert snap.rtt == [[0.0, 130.0], [1.0, 130.0], [2.0, 130.0], [3.0, 130.0]]
     rows.close()
     assert live.snapshot(run, live=True).series_of == "table2-002 / trial 2"     # stored: the record again
+
+
+def test_a_regression_suite_s_run_is_found_by_its_suite(store, tmp_path):
+    import shutil as sh
+
+    from console_fixtures import COMPLETE
+
+    sh.copytree(store / COMPLETE, tmp_path / COMPLETE)
+    doc = json.loads((tmp_path / COMPLETE / "summary.json").read_text())
+    doc["cells"][0]["labels"] = {"calibration": True}              # what a suite's calibration cell carries
+    (tmp_path / COMPLETE / "summary.json").write_text(json.dumps(doc))
+    c = TestClient(create_app(ConsoleSettings(tmp_path)))
+    assert COMPLETE in c.get("/runs?suite=table2").text and COMPLETE not in c.get("/runs?suite=other").text

@@ -7,24 +7,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from browser_support import MISSING, chromium, drawn, served
 from console_fixtures import COMPLETE, PARTIAL, console_store, set_statuses
 
-from longhaul.appliance.console.app import ConsoleSettings, create_app
 from longhaul.collectors.store.reader import load_store, load_trial_series
 from longhaul.hardware import run_marker
 from longhaul.hardware.executors.process import wait_until
 
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
-                                reason="needs Debian's chromium and chromium-driver (make setup installs them)")
+pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 LIVE = "20240613-120000-0f0f0f"
 AGAIN = "20240611-110000-a1b2c4"
 SHOTS = os.environ.get("LONGHAUL_SCREENSHOTS")
@@ -32,12 +28,6 @@ SHOTS = os.environ.get("LONGHAUL_SCREENSHOTS")
 
 def _update(path: Path, **keys) -> None:
     path.write_text(json.dumps({**json.loads(path.read_text()), **keys}))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -69,32 +59,14 @@ def markers(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def console(store, markers):
-    import uvicorn
-
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(ConsoleSettings(store)), host="127.0.0.1", port=port,
-                                           log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, 20, 0.1, what="the console to listen")
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with served(store) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1360,1000"):
-        options.add_argument(arg)
-    options.binary_location = CHROMIUM
-    options.set_capability("goog:loggingOptions", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    yield driver
-    driver.quit()
+    with chromium() as driver:
+        yield driver
 
 
 def _open(browser, url: str, shot: str | None = None) -> str:
@@ -126,12 +98,6 @@ def test_every_page_opens_with_no_console_error(console, browser, store):
     _open(browser, f"{console}/runs/{PARTIAL}/live", None)
 
 
-def _drawn(browser) -> dict[str, int]:
-    return browser.execute_script(
-        "return Object.fromEntries([...document.querySelectorAll('#throughput polyline')]"
-        ".map(p => [p.dataset.flow, Number(p.dataset.points)]))")
-
-
 def test_the_live_page_follows_the_store_and_ends_with_what_it_holds(console, browser, store, markers):
     state, proc = markers
     (state / "lh-watched.json").write_text(json.dumps({"pid": proc.pid, "run_dir": str(store / LIVE)}))
@@ -139,7 +105,7 @@ def test_the_live_page_follows_the_store_and_ends_with_what_it_holds(console, br
     text = lambda id_: browser.find_element("id", id_).text
     wait_until(lambda: text("series-of") == "cell table2-002 / trial 1", 10, 0.1, what="the first trial on the page")
     assert text("state") == "running" and text("done") == "2" and text("total") == "4" and text("cell") == "table2-002"
-    first = _drawn(browser)
+    first = drawn(browser)
     stored = load_trial_series(store / LIVE / "cells" / "table2-002" / "trial-1")
     assert first == {flow: len(t) for flow, (t, _) in stored.throughput.items()}
     # the run stores its second trial: the page shows it within 2 s, without a reload
@@ -160,4 +126,4 @@ def test_the_live_page_follows_the_store_and_ends_with_what_it_holds(console, br
     wait_until(lambda: text("link") == "the run has ended", 10, 0.1, what="the end of the stream")
     second = load_trial_series(store / LIVE / "cells" / "table2-002" / "trial-2")
     assert text("state") == "complete" and text("done") == "4" and text("series-of") == "cell table2-002 / trial 2"
-    assert _drawn(browser) == {flow: len(t) for flow, (t, _) in second.throughput.items()}
+    assert drawn(browser) == {flow: len(t) for flow, (t, _) in second.throughput.items()}

@@ -1,0 +1,63 @@
+"""A real browser for the console's tests: Debian's headless chromium through Selenium, and the
+console served by uvicorn in this process (so a test's monkeypatches reach it)."""
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+from longhaul.appliance.console.app import ConsoleSettings, create_app
+from longhaul.hardware.executors.process import wait_until
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+MISSING = None if CHROMIUM and DRIVER else "needs Debian's chromium and chromium-driver (make setup installs them)"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def served(store: Path):
+    """The console on a free loopback port, its base URL; stopped at the end."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(ConsoleSettings(store)), host="127.0.0.1", port=port,
+                                           log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, 20, 0.1, what="the console to listen")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@contextmanager
+def chromium():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1360,1000"):
+        options.add_argument(arg)
+    options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingOptions", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def drawn(browser) -> dict[str, int]:
+    """The live page's throughput figure: points per flow, as drawn."""
+    return browser.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#throughput polyline')]"
+        ".map(p => [p.dataset.flow, Number(p.dataset.points)]))")

@@ -1,0 +1,73 @@
+"""The console's live page during a real run on the embedded lab, in headless chromium: while the
+trial runs its figures change every second (the trial's live.csv), and once the run has ended the
+page holds what the store holds for those seconds (throughput.csv, rtt.csv)."""
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from browser_support import MISSING, chromium, drawn, served
+from lab_support import PATIENT_VERIFY, requires_lab, write_lab_config
+
+from longhaul.collectors.store.format import LIVE_CSV
+from longhaul.collectors.store.reader import load_store, load_trial_series
+from longhaul.hardware.executors.process import wait_until
+
+pytestmark = [pytest.mark.lab, requires_lab,
+              pytest.mark.skipif(MISSING is not None, reason=MISSING or ""),
+              pytest.mark.skipif(not shutil.which("iperf3"), reason="needs iperf3 (make setup installs it)")]
+
+PROFILE = """
+[profile]
+description = "the console watches one 25 s transfer"
+[topology]
+pairs = 1
+bottleneck_rate_mbps = 50
+rtt_ms = 20
+queue = "1bdp"
+[[flows]]
+name = "fg"
+role = "foreground"
+cca = "cubic"
+duration_s = 25
+"""
+
+
+def test_the_live_page_moves_each_second_and_ends_with_the_store(tmp_path):
+    config = write_lab_config(tmp_path, PROFILE, "watch", verify=PATIENT_VERIFY)
+    (tmp_path / "runs").mkdir()
+    with served(tmp_path / "runs") as url, chromium() as browser:
+        run = subprocess.Popen([sys.executable, "-m", "longhaul.appliance.cli", "run", "--config", str(config)],
+                               cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            watch(tmp_path / "runs", url, browser, run)
+        finally:
+            if run.poll() is None:
+                run.send_signal(signal.SIGINT)          # its teardown ends what it started
+                run.wait(120)
+
+
+def watch(runs, url: str, browser, run: subprocess.Popen) -> None:
+    live = lambda: next(runs.glob(f"*/cells/*/trial-1/{LIVE_CSV}"), None)
+    wait_until(lambda: live() is not None or run.poll() is not None, 240, 0.2, what="the trial to start")
+    assert run.poll() is None, run.stderr.read()[-2000:]
+    run_id = live().parents[3].name
+    browser.get(f"{url}/runs/{run_id}/live")
+    text = lambda id_: browser.find_element("id", id_).text
+    wait_until(lambda: "running" in text("series-of"), 15, 0.1, what="the trial under way on the page")
+    counts = []
+    for _ in range(6):                                  # watched for 5 s: a point more each second
+        counts.append(drawn(browser).get("fg", 0))
+        time.sleep(1.0)
+    assert counts == sorted(counts) and counts[-1] - counts[0] >= 4, counts
+    assert run.wait(300) == 0, run.stderr.read()[-2000:]
+    wait_until(lambda: text("link") == "the run has ended", 15, 0.1, what="the end on the page")
+    (cell,) = load_store(runs / run_id).entries
+    stored = load_trial_series(runs / run_id / "cells" / cell.id / "trial-1")
+    assert text("series-of") == f"cell {cell.id} / trial 1"
+    assert drawn(browser) == {flow: len(t) for flow, (t, _) in stored.throughput.items()}
+    assert not list(runs.glob(f"*/cells/*/trial-*/{LIVE_CSV}"))
