@@ -26,7 +26,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from longhaul.appliance.console import index, live
+from longhaul.appliance.console import index, live, suites
 from longhaul.appliance.console.auth import Csrf, User, Users, authenticate
 from longhaul.collectors.store.format import StoreError
 from longhaul.collectors.studies.registry import SECTIONS
@@ -60,6 +60,7 @@ def create_app(settings: ConsoleSettings, csrf: Csrf | None = None) -> Starlette
         Route("/runs/{run}/live/events", console.live_events),
         Route("/runs/{run}/stop", console.stop, methods=["POST"]),
         Route("/compare", console.compare),
+        Route("/suites", console.suites),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [Middleware(BaseHTTPMiddleware, dispatch=console.guard)]
@@ -189,6 +190,12 @@ class _Console:
         listing = await anyio.to_thread.run_sync(index.list_runs, self.settings.store)
         return self.page(request, "compare.html.j2", a=a, b=b, result=result,
                          runs=[r.run_id for r in listing.rows])
+
+    async def suites(self, request: Request) -> Response:
+        store = self.settings.store
+        views = await anyio.to_thread.run_sync(
+            lambda: [suites.suite_view(store, name) for name in suites.suite_names(store)])
+        return self.page(request, "suites.html.j2", suites=views)
 
     def _is_live(self, run_dir: Path) -> bool:
         return Path(run_dir).resolve() in index.live_run_dirs()

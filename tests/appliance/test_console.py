@@ -263,11 +263,28 @@ def test_a_trial_under_way_is_shown_from_its_live_rows(store, tmp_path):
 def test_a_regression_suite_s_run_is_found_by_its_suite(store, tmp_path):
     import shutil as sh
 
-    from console_fixtures import COMPLETE
+    from console_fixtures import COMPLETE, as_suite_run
 
     sh.copytree(store / COMPLETE, tmp_path / COMPLETE)
-    doc = json.loads((tmp_path / COMPLETE / "summary.json").read_text())
-    doc["cells"][0]["labels"] = {"calibration": True}              # what a suite's calibration cell carries
-    (tmp_path / COMPLETE / "summary.json").write_text(json.dumps(doc))
+    as_suite_run(tmp_path / COMPLETE)
     c = TestClient(create_app(ConsoleSettings(tmp_path)))
     assert COMPLETE in c.get("/runs?suite=table2").text and COMPLETE not in c.get("/runs?suite=other").text
+
+
+def test_the_suites_page_shows_each_suite_s_verdict_history_and_schedule(store, tmp_path):
+    import shutil as sh
+
+    from console_fixtures import COMPLETE, as_suite_run
+
+    for k, run in enumerate((COMPLETE, "20240611-110000-a1b2c4")):
+        sh.copytree(store / COMPLETE, tmp_path / run)
+        for name in ("summary.json", "manifest.json"):
+            doc = json.loads((tmp_path / run / name).read_text())
+            doc.update(run_id=run, **({"started": f"2024-06-11T1{k}:00:00Z"} if name == "manifest.json" else {}))
+            (tmp_path / run / name).write_text(json.dumps(doc))
+        as_suite_run(tmp_path / run)
+    html = TestClient(create_app(ConsoleSettings(tmp_path))).get("/suites").text
+    assert 'id="suite-table2"' in html and "2 complete" in html
+    assert "too few repeats" in html or "no regression" in html       # what `longhaul compare` says of them
+    assert "No change point in its history." in html
+    assert "not scheduled" in html or "systemd is not running here" in html or "no systemctl" in html

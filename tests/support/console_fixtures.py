@@ -32,3 +32,10 @@ def set_statuses(run: Path, statuses: list[str]) -> None:
     for cell, status in zip(doc["cells"], statuses, strict=True):
         cell["status"] = status
     (run / "summary.json").write_text(json.dumps(doc))
+
+
+def as_suite_run(run: Path) -> None:
+    """The run as a regression suite's: its first cell is the suite's calibration cell."""
+    doc = json.loads((run / "summary.json").read_text())
+    doc["cells"][0]["labels"] = {**(doc["cells"][0].get("labels") or {}), "calibration": True}
+    (run / "summary.json").write_text(json.dumps(doc))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from browser_support import MISSING, chromium, drawn, served
-from console_fixtures import COMPLETE, PARTIAL, console_store, set_statuses
+from console_fixtures import COMPLETE, PARTIAL, as_suite_run, console_store, set_statuses
 
 from longhaul.collectors.store.reader import load_store, load_trial_series
 from longhaul.hardware import run_marker
@@ -36,6 +36,8 @@ def store(tmp_path_factory) -> Path:
     shutil.copytree(root / COMPLETE, root / AGAIN)      # the same cells again, to compare with
     _update(root / AGAIN / "manifest.json", run_id=AGAIN, started="2024-06-11T11:00:00Z")
     _update(root / AGAIN / "summary.json", run_id=AGAIN)
+    as_suite_run(root / COMPLETE)                      # the two make a regression suite's history
+    as_suite_run(root / AGAIN)
     shutil.copytree(root / PARTIAL, root / LIVE)       # the run to watch: cell table2-002 running
     _update(root / LIVE / "manifest.json", run_id=LIVE, status="running", started="2024-06-13T12:00:00Z")
     _update(root / LIVE / "summary.json", run_id=LIVE, status="running")
@@ -96,6 +98,7 @@ def test_every_page_opens_with_no_console_error(console, browser, store):
     _open(browser, f"{console}/compare?a={PARTIAL}&b={COMPLETE}", None)      # not comparable: says why
     _open(browser, f"{console}/compare?a={COMPLETE}&b={AGAIN}", "compare")
     _open(browser, f"{console}/runs/{PARTIAL}/live", None)
+    assert 'id="suite-table2"' in _open(browser, f"{console}/suites", "suites")
 
 
 def test_the_live_page_follows_the_store_and_ends_with_what_it_holds(console, browser, store, markers):
