@@ -20,7 +20,8 @@ DEFAULT_LISTEN = "127.0.0.1:8086"
 def register(sub) -> None:
     serve = sub.add_parser("serve", help="the web console: runs, live runs, comparisons (docs/console.md)")
     serve.add_argument("--store", type=Path, help="the run store (default: config.toml's [store] dir)")
-    serve.add_argument("--config", type=Path, default=Path("config.toml"), help="where --store comes from")
+    serve.add_argument("--config", type=Path, default=Path("config.toml"),
+                       help="the lab's config: --store's default, and what the lab page checks")
     serve.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                        help=f"address to listen on (default {DEFAULT_LISTEN}; another than loopback needs --users)")
     serve.add_argument("--users", type=Path, help="users file: who may log in, as viewer or operator")
@@ -78,7 +79,8 @@ def check(args):
         raise ConfigError(None, None, ("--store",), str(args.store), "an existing run store directory")
     else:
         store = args.store
-    return host, int(port_text), ConsoleSettings(Path(store).resolve(), users)
+    config = args.config.resolve() if args.config.is_file() else None
+    return host, int(port_text), ConsoleSettings(Path(store).resolve(), users, config)
 
 
 def _loopback(host: str) -> bool:

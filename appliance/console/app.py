@@ -26,7 +26,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from longhaul.appliance.console import index, live, suites
+from longhaul.appliance.console import index, lab, live, suites
 from longhaul.appliance.console.auth import Csrf, User, Users, authenticate
 from longhaul.collectors.store.format import StoreError
 from longhaul.collectors.studies.registry import SECTIONS
@@ -45,6 +45,7 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
 class ConsoleSettings:
     store: Path                       # the run store: one directory per run
     users: Users | None = None        # None: loopback only, the local user is an operator
+    config: Path | None = None        # the lab's config.toml, for the lab page's `longhaul check`
 
 
 def create_app(settings: ConsoleSettings, csrf: Csrf | None = None) -> Starlette:
@@ -61,6 +62,8 @@ def create_app(settings: ConsoleSettings, csrf: Csrf | None = None) -> Starlette
         Route("/runs/{run}/stop", console.stop, methods=["POST"]),
         Route("/compare", console.compare),
         Route("/suites", console.suites),
+        Route("/lab", console.lab),
+        Route("/lab/check", console.lab_check, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [Middleware(BaseHTTPMiddleware, dispatch=console.guard)]
@@ -70,6 +73,7 @@ def create_app(settings: ConsoleSettings, csrf: Csrf | None = None) -> Starlette
 class _Console:
     def __init__(self, settings: ConsoleSettings, env: jinja2.Environment, csrf: Csrf):
         self.settings, self.env, self.csrf = settings, env, csrf
+        self.last_check: lab.CheckResult | None = None
 
     # ---- every request ----------------------------------------------------------------------
 
@@ -162,12 +166,7 @@ class _Console:
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     async def stop(self, request: Request) -> Response:
-        user: User = request.state.user
-        if not user.operator:
-            raise HTTPException(403, "stopping a run needs the operator role")
-        form = await request.form()
-        if not self.csrf.valid(user, str(form.get("csrf", ""))) or not _same_origin(request):
-            raise HTTPException(403, "the request did not come from this console's page (CSRF check)")
+        await self._operator_post(request)
         path = index.run_dir_or_none(self.settings.store, request.path_params["run"])
         marker = next((m for m in run_marker.live_markers() if path and m.run_dir.resolve() == path), None)
         if marker is None:
@@ -196,6 +195,25 @@ class _Console:
         views = await anyio.to_thread.run_sync(
             lambda: [suites.suite_view(store, name) for name in suites.suite_names(store)])
         return self.page(request, "suites.html.j2", suites=views)
+
+    async def lab(self, request: Request) -> Response:
+        return self.page(request, "lab.html.j2", config=self.settings.config, check=self.last_check)
+
+    async def lab_check(self, request: Request) -> Response:
+        await self._operator_post(request)
+        if self.settings.config is None:
+            raise HTTPException(409, "the console was started without a config (longhaul serve --config)")
+        self.last_check = await anyio.to_thread.run_sync(lab.run_check, self.settings.config)
+        return RedirectResponse("/lab", 303)
+
+    async def _operator_post(self, request: Request) -> None:
+        """A state change: the operator role, this page's CSRF token, this console's origin."""
+        user: User = request.state.user
+        if not user.operator:
+            raise HTTPException(403, "this needs the operator role")
+        form = await request.form()
+        if not self.csrf.valid(user, str(form.get("csrf", ""))) or not _same_origin(request):
+            raise HTTPException(403, "the request did not come from this console's page (CSRF check)")
 
     def _is_live(self, run_dir: Path) -> bool:
         return Path(run_dir).resolve() in index.live_run_dirs()

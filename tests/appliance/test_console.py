@@ -288,3 +288,25 @@ def test_the_suites_page_shows_each_suite_s_verdict_history_and_schedule(store, 
     assert "too few repeats" in html or "no regression" in html       # what `longhaul compare` says of them
     assert "No change point in its history." in html
     assert "not scheduled" in html or "systemd is not running here" in html or "no systemctl" in html
+
+
+def test_the_lab_page_runs_longhaul_check_for_an_operator_only(store, users_file, tmp_path):
+    from lab_support import write_lab_config
+
+    config = write_lab_config(tmp_path, "[topology]\npairs = 1\n[[flows]]\nname = \"fg\"\nrole = \"foreground\"\n"
+                                        "cca = \"cubic\"\nduration_s = 5\n", "one")
+    csrf = Csrf(b"c" * 32)
+    c = TestClient(create_app(ConsoleSettings(store, Users.load(users_file), config), csrf), base_url="http://console.test")
+    viewer, operator = basic("vera", "vera-pass"), basic("otto", "otto-pass")
+    origin = {"Origin": "http://console.test"}
+    assert 'id="check"' not in c.get("/lab", headers=viewer).text and "Not checked" in c.get("/lab", headers=viewer).text
+    assert c.post("/lab/check", data={"csrf": csrf.token(User("vera", "viewer"))}, headers={**viewer, **origin}).status_code == 403
+    assert c.post("/lab/check", data={}, headers={**operator, **origin}).status_code == 403
+    r = c.post("/lab/check", data={"csrf": csrf.token(User("otto", "operator"))}, headers={**operator, **origin})
+    assert r.status_code == 200                                   # followed to /lab
+    assert f"config {config}: valid; 1 profile(s), 1 cell(s)" in " ".join(r.text.split())
+    assert 'id="check-status"' in r.text
+
+
+def test_without_a_config_the_lab_page_says_how_to_give_one(client):
+    assert "longhaul serve --config CONFIG" in client.get("/lab").text
