@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.lab, requires_lab,
 
 PROFILE = """
 [profile]
-description = "the console watches one 25 s transfer"
+description = "the console watches one 15 s transfer"
 [topology]
 pairs = 1
 bottleneck_rate_mbps = 50
@@ -33,7 +33,7 @@ queue = "1bdp"
 name = "fg"
 role = "foreground"
 cca = "cubic"
-duration_s = 25
+duration_s = 15
 """
 
 
