@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -310,3 +311,42 @@ def test_the_lab_page_runs_longhaul_check_for_an_operator_only(store, users_file
 
 def test_without_a_config_the_lab_page_says_how_to_give_one(client):
     assert "longhaul serve --config CONFIG" in client.get("/lab").text
+
+
+@pytest.mark.skipif(not shutil.which("openssl"), reason="needs openssl to make a test certificate")
+def test_longhaul_serve_over_tls_with_users_asks_for_credentials(store, users_file, tmp_path):
+    import signal
+    import socket
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from longhaul.hardware.executors.process import wait_until
+
+    cert, key = tmp_path / "console.pem", tmp_path / "console.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "longhaul.appliance.cli", "serve", "--store", str(store),
+                             "--listen", f"127.0.0.1:{port}", "--users", str(users_file),
+                             "--tls-cert", str(cert), "--tls-key", str(key)], stderr=subprocess.PIPE, text=True)
+    context = ssl.create_default_context(cafile=str(cert))
+    url = f"https://127.0.0.1:{port}/runs"
+
+    def status(headers: dict) -> int | None:
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=2, context=context) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:
+            assert proc.poll() is None, proc.stderr.read()
+            return None
+    try:
+        wait_until(lambda: status({}) is not None, 30, 0.1, what="the console over TLS")
+        assert status({}) == 401 and status(basic("vera", "vera-pass")) == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(15) == 0
