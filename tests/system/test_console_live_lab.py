@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.lab, requires_lab,
 PROFILE = """
 [profile]
 description = "the console watches one 15 s transfer"
+repeats = 1
 [topology]
 pairs = 1
 bottleneck_rate_mbps = 50
