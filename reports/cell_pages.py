@@ -17,6 +17,7 @@ from pathlib import Path
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.ticker import MaxNLocator
 
 from longhaul.collectors.store.reader import StoredRun, load_store
 from longhaul.reports import plots
@@ -48,6 +49,9 @@ class _Pages:
                 ax.set_xlabel(xlabel)
                 ax.set_ylabel(ylabel)
                 ax.grid(True, alpha=0.3, lw=0.5)
+                # a few ticks: drawing them is most of a page's cost, and 630 pages add up
+                ax.xaxis.set_major_locator(MaxNLocator(6))
+                ax.yaxis.set_major_locator(MaxNLocator(4))
 
     def write(self, cell_id: str, out: Path) -> Path:
         from longhaul.reports import render
@@ -101,18 +105,31 @@ def _write_chunk(cell_ids: list[str], out: str) -> int:
     return len(cell_ids)
 
 
-def write_cell_pages(store: StoredRun, workers: int | None = None) -> Path:
-    """Every cell's page under run_dir/report-cells/ (a previous set is replaced whole)."""
-    run_dir = Path(store.run_dir)
-    final, partial = run_dir / CELL_PAGES, run_dir / f"{CELL_PAGES}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir()
-    ids = [c.id for c in store.entries if c.id]
-    chunks = [ids[k:k + CHUNK] for k in range(0, len(ids), CHUNK)]
-    workers = max(1, min(workers or os.cpu_count() or 1, len(chunks)))
-    with ProcessPoolExecutor(workers, initializer=_init, initargs=(str(run_dir),)) as pool:
-        written = sum(pool.map(_write_chunk, chunks, [str(partial)] * len(chunks)))
-    assert written == len(ids)
-    shutil.rmtree(final, ignore_errors=True)
-    partial.rename(final)
-    return final
+class CellPages:
+    """Every cell's page under run_dir/report-cells/, drawn by worker processes from the moment
+    this is made; `result()` waits for them and puts the set in place whole (replacing an older one)."""
+
+    def __init__(self, store: StoredRun, workers: int | None = None):
+        run_dir = Path(store.run_dir)
+        self.final, self.partial = run_dir / CELL_PAGES, run_dir / f"{CELL_PAGES}.partial"
+        shutil.rmtree(self.partial, ignore_errors=True)
+        self.partial.mkdir()
+        self.ids = [c.id for c in store.entries if c.id]
+        chunks = [self.ids[k:k + CHUNK] for k in range(0, len(self.ids), CHUNK)]
+        workers = max(1, min(workers or os.cpu_count() or 1, len(chunks) or 1))
+        self.pool = ProcessPoolExecutor(workers, initializer=_init, initargs=(str(run_dir),))
+        self.futures = [self.pool.submit(_write_chunk, chunk, str(self.partial)) for chunk in chunks]
+
+    def result(self) -> Path:
+        written = sum(f.result() for f in self.futures)
+        self.pool.shutdown()
+        assert written == len(self.ids)
+        shutil.rmtree(self.final, ignore_errors=True)
+        self.partial.rename(self.final)
+        return self.final
+
+    def cancel(self) -> None:
+        """Stop drawing (an error elsewhere in the report); a finished set stays."""
+        self.pool.shutdown(cancel_futures=True)
+        shutil.rmtree(self.partial, ignore_errors=True)
+

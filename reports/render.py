@@ -31,7 +31,7 @@ from longhaul.collectors.store.records import (
     Verification,
 )
 from longhaul.reports import plots, sweep
-from longhaul.reports.cell_pages import CELL_PAGES, write_cell_pages
+from longhaul.reports.cell_pages import CELL_PAGES, CellPages
 from longhaul.reports.fmt import DASH, fmt, fmt_mbps, fmt_std, mean, mean_std, num, spread
 from longhaul.reports.sections import Section, figure
 
@@ -50,19 +50,30 @@ FAIRNESS_ROWS = (("dedicated", "background", "Dedicated", "Background"),
 
 def write_report(run_dir: Path, formats: tuple[str, ...] = FORMATS,
                  sections: Sequence[Section] = ()) -> list[Path]:
-    """Write report.html and/or report.pdf into run_dir; return the paths written.
+    """Write report.html and/or report.pdf into run_dir; return the paths written (and a sweep's
+    page-per-cell directory, drawn by worker processes while this one renders the overview).
 
     sections: the studies' sections, in report order (longhaul.collectors.studies.registry.SECTIONS).
     """
     run_dir = Path(run_dir)
     if unknown := [f for f in formats if f not in FORMATS]:   # before the (slow) rendering
         raise ValueError(f"unknown report format(s) {unknown}; choose from {FORMATS}")
-    written = write_document(render_html(run_dir, sections), run_dir, "report", formats)
-    if "html" in formats:
-        store = load_store(run_dir)
-        if len(store.entries) > MAX_CELL_SECTIONS:      # the HTML report links a page per cell
-            written.append(write_cell_pages(store))
-    return written
+    store = load_store(run_dir)
+    pages = CellPages(store) if "html" in formats and len(store.entries) > MAX_CELL_SECTIONS else None
+    try:
+        env, context = _report(store, sections)
+        template = env.get_template("report.html.j2")
+        written = []
+        if "html" in formats:
+            written += write_document(template.render(**context, medium="screen"), run_dir, "report", ("html",))
+        if "pdf" in formats:
+            written += write_document(template.render(**context, medium="print"), run_dir, "report", ("pdf",))
+        if pages is not None:
+            written.append(pages.result())
+        return written
+    finally:
+        if pages is not None:
+            pages.cancel()               # after result(): nothing left to cancel
 
 
 def write_document(html: str, out_dir: Path, stem: str, formats: tuple[str, ...] = FORMATS) -> list[Path]:
@@ -99,12 +110,16 @@ def render_document(template: Path, context: dict) -> str:
 
 def render_html(run_dir: Path, sections: Sequence[Section] = ()) -> str:
     """The report of run_dir as one self-contained HTML page, with the sections that apply."""
-    store = load_store(Path(run_dir))
+    env, context = _report(load_store(Path(run_dir)), sections)
+    return env.get_template("report.html.j2").render(**context, medium="screen")
+
+
+def _report(store: StoredRun, sections: Sequence[Section]) -> tuple[jinja2.Environment, dict]:
     env = environment(sections)
     context = build_context(store)
     context["css"] = (TEMPLATES / "report.css").read_text(encoding="utf-8")
     context["sections"] = render_sections(env, store, sections, context["notes"])
-    return env.get_template("report.html.j2").render(**context)
+    return env, context
 
 
 def environment(sections: Sequence[Section] = ()) -> jinja2.Environment:
@@ -173,7 +188,9 @@ def build_context(store: StoredRun) -> dict:
     notes += [why_not] if why_not else []
     return {
         "header": header(store),
-        "verification": [verification_row(c) for c in cells],
+        # a sweep lists only the cells whose lab did not verify (each cell's page has its own)
+        "verification": [r for r in map(verification_row, cells) if not (paged and r["ok"])],
+        "verified_ok": sum(c.lab is not None and c.lab.ok is True for c in cells),
         "results": [result_row(c) for c in cells],
         "fairness": fairness,
         "bars": None if paged else figure(plots.throughput_bars(cells, colors)),

@@ -52,3 +52,21 @@ def test_a_cell_page_draws_every_trial_of_its_cell(sweep_run, written):
     page = (sweep_run / CELL_PAGES / "seed001-007.html").read_text()
     assert "trial 1" in page and "trial 2" in page and "idle RTT" in page
     assert "#1 ok" in page and "#2 ok" in page
+
+
+def test_a_sweep_lists_only_the_cells_whose_lab_did_not_verify(sweep_run, written):
+    html = (sweep_run / "report.html").read_text()
+    assert "50 of 50 cells verified within tolerance." in html
+    assert html.count('<section id="verification">') == 1 and "RTT (ms)" not in html.split('<section id="results">')[0]
+
+
+def test_a_sweep_s_pdf_keeps_the_overview_and_leaves_the_cells_to_the_html(sweep_run, written):
+    import shutil
+    import subprocess
+
+    (pdf,) = render.write_report(sweep_run, ("pdf",))
+    assert not (sweep_run / f"{CELL_PAGES}.partial").exists()
+    if shutil.which("pdftotext"):
+        text = " ".join(subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout.split())
+        assert "listed cell by cell in the HTML report's table" in text and "seed001-007" not in text
+        assert "The sweep at a glance" in text
