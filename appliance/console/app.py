@@ -15,9 +15,9 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
 import jinja2
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -112,27 +112,27 @@ class _Console:
         q = request.query_params
         keep = index.RunFilter(**{k: q.get(k, "").strip()[:64] for k in ("profile", "suite", "status", "kernel",
                                                                          "since", "until")})
-        listing = await anyio.to_thread.run_sync(index.list_runs, self.settings.store, keep)
+        listing = await run_in_threadpool(index.list_runs, self.settings.store, keep)
         return self.page(request, "runs.html.j2", listing=listing, keep=keep, store=str(self.settings.store))
 
     async def run(self, request: Request) -> Response:
-        store = await anyio.to_thread.run_sync(self._run, request.path_params["run"])
-        context = await anyio.to_thread.run_sync(_run_context, store, self.env)
+        store = await run_in_threadpool(self._run, request.path_params["run"])
+        context = await run_in_threadpool(_run_context, store, self.env)
         return self.page(request, "run.html.j2", **context)
 
     async def cell(self, request: Request) -> Response:
-        store = await anyio.to_thread.run_sync(self._run, request.path_params["run"])
+        store = await run_in_threadpool(self._run, request.path_params["run"])
         cell = next((c for c in store.entries if c.id == request.path_params["cell"]), None)
         if cell is None:
             raise HTTPException(404, f"run {store.run_id} has no cell {request.path_params['cell']!r}")
         colors = plots.flow_colors(render.flow_names(cell))
-        section = await anyio.to_thread.run_sync(
+        section = await run_in_threadpool(
             lambda: render.cell_section(cell, render.load_series(store, cell), colors))
         return self.page(request, "cell.html.j2", run_id=store.run_id, cell=section,
                          verification=render.verification_row(cell), result=render.result_row(cell))
 
     async def live_page(self, request: Request) -> Response:
-        store = await anyio.to_thread.run_sync(self._run, request.path_params["run"])
+        store = await run_in_threadpool(self._run, request.path_params["run"])
         return self.page(request, "live.html.j2", run_id=store.run_id, live=self._is_live(store.run_dir))
 
     async def live_events(self, request: Request) -> Response:
@@ -145,7 +145,7 @@ class _Console:
             last, quiet = None, 0.0
             while not await request.is_disconnected():
                 try:
-                    snap = await anyio.to_thread.run_sync(live.snapshot, path, self._is_live(path))
+                    snap = await run_in_threadpool(live.snapshot, path, self._is_live(path))
                     text = snap.to_json()
                 except StoreError as e:            # a summary mid-replace: the next look reads it
                     text, snap = None, None
@@ -184,15 +184,15 @@ class _Console:
         a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
         result = None
         if a and b:
-            base, new = await anyio.to_thread.run_sync(lambda: (self._run(a), self._run(b)))
-            result = await anyio.to_thread.run_sync(_comparison, base, new)
-        listing = await anyio.to_thread.run_sync(index.list_runs, self.settings.store)
+            base, new = await run_in_threadpool(lambda: (self._run(a), self._run(b)))
+            result = await run_in_threadpool(_comparison, base, new)
+        listing = await run_in_threadpool(index.list_runs, self.settings.store)
         return self.page(request, "compare.html.j2", a=a, b=b, result=result,
                          runs=[r.run_id for r in listing.rows])
 
     async def suites(self, request: Request) -> Response:
         store = self.settings.store
-        views = await anyio.to_thread.run_sync(
+        views = await run_in_threadpool(
             lambda: [suites.suite_view(store, name) for name in suites.suite_names(store)])
         return self.page(request, "suites.html.j2", suites=views)
 
@@ -203,7 +203,7 @@ class _Console:
         await self._operator_post(request)
         if self.settings.config is None:
             raise HTTPException(409, "the console was started without a config (longhaul serve --config)")
-        self.last_check = await anyio.to_thread.run_sync(lab.run_check, self.settings.config)
+        self.last_check = await run_in_threadpool(lab.run_check, self.settings.config)
         return RedirectResponse("/lab", 303)
 
     async def _operator_post(self, request: Request) -> None:
