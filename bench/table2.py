@@ -27,7 +27,7 @@ from longhaul.collectors.live.acked_rate import CONTROL_BYTES
 from longhaul.collectors.store.reader import load_store
 from longhaul.collectors.store.records import CellEntry
 from longhaul.drivers.jsonlines import json_lines
-from longhaul.reports.render import FAIRNESS_ROWS, fairness_table
+from longhaul.reports.rows import FAIRNESS_ROWS, fairness_table
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "RESULTS-table2.md"

@@ -20,8 +20,9 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import MaxNLocator
 
 from longhaul.collectors.store.reader import StoredRun, load_store
-from longhaul.reports import plots
+from longhaul.reports import plots, rows
 from longhaul.reports.sections import figure
+from longhaul.reports.templating import STYLESHEET, environment
 
 CELL_PAGES = "report-cells"          # beside report.html
 CHUNK = 16                           # cells a worker takes at once
@@ -33,12 +34,10 @@ class _Pages:
     """One worker's store, template and reusable figure."""
 
     def __init__(self, run_dir: Path):
-        from longhaul.reports.render import environment
-
         self.store = load_store(run_dir)
         self.cells = {c.id: c for c in self.store.entries}
         self.template = environment().get_template("cell_page.html.j2")
-        self.css = (Path(plots.__file__).parent / "templates" / "report.css").read_text()
+        self.css = STYLESHEET.read_text(encoding="utf-8")
         with matplotlib.rc_context(plots.RC):
             self.fig = MplFigure(figsize=(plots.WIDTH_IN, 4.2))
             FigureCanvasAgg(self.fig)
@@ -54,14 +53,12 @@ class _Pages:
                 ax.yaxis.set_major_locator(MaxNLocator(4))
 
     def write(self, cell_id: str, out: Path) -> Path:
-        from longhaul.reports import render
-
         cell = self.cells[cell_id]
-        series = render.load_series(self.store, cell)
-        drawn = self._draw(cell_id, series, plots.flow_colors(render.flow_names(cell)), render.idle_rtt(cell))
-        section = render.cell_section(cell, [], {})        # the cell's tables; its figure is drawn here
+        series = rows.load_series(self.store, cell)
+        drawn = self._draw(cell_id, series, plots.flow_colors(rows.flow_names(cell)), rows.idle_rtt(cell))
+        section = rows.cell_section(cell, [], {})        # the cell's tables; its figure is drawn here
         html = self.template.render(css=self.css, run_id=self.store.run_id, cell=section,
-                                    verification=render.verification_row(cell), result=render.result_row(cell),
+                                    verification=rows.verification_row(cell), result=rows.result_row(cell),
                                     figure=figure(drawn, "Receiver throughput per flow (top; colour = flow, line "
                                                          "style = trial) and probe RTT (bottom, one line per trial; "
                                                          "dashed: idle RTT), 1 s intervals, every trial."))

@@ -1,7 +1,7 @@
 """The console's web application (Starlette, served by uvicorn: appliance/cli/serve.py).
 
 Every page is rendered on the server from the run store through the store's reader and the
-report's own row builders (reports/render.py), so a number reads the same here and in report.html.
+report's own row builders (reports/rows.py), so a number reads the same here and in report.html.
 Nothing outside the store directory is served: run and cell names are one path segment each,
 resolved under the store (index.run_dir). The only state change is stopping a run, which needs an
 operator, a CSRF token and the console's own origin.
@@ -31,7 +31,8 @@ from longhaul.appliance.console.auth import Csrf, User, Users, authenticate
 from longhaul.collectors.store.format import StoreError
 from longhaul.collectors.studies.registry import SECTIONS
 from longhaul.hardware import run_marker
-from longhaul.reports import plots, render
+from longhaul.reports import plots, render, rows
+from longhaul.reports.templating import environment
 
 HERE = Path(__file__).parent
 LIVE_POLL_S = 0.5           # how often the live stream looks at the store
@@ -49,7 +50,7 @@ class ConsoleSettings:
 
 
 def create_app(settings: ConsoleSettings, csrf: Csrf | None = None) -> Starlette:
-    env = render.environment(SECTIONS)
+    env = environment(SECTIONS)
     env.loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(HERE / "templates"), env.loader])
     console = _Console(settings, env, csrf or Csrf())
     routes = [
@@ -125,11 +126,11 @@ class _Console:
         cell = next((c for c in store.entries if c.id == request.path_params["cell"]), None)
         if cell is None:
             raise HTTPException(404, f"run {store.run_id} has no cell {request.path_params['cell']!r}")
-        colors = plots.flow_colors(render.flow_names(cell))
+        colors = plots.flow_colors(rows.flow_names(cell))
         section = await run_in_threadpool(
-            lambda: render.cell_section(cell, render.load_series(store, cell), colors))
+            lambda: rows.cell_section(cell, rows.load_series(store, cell), colors))
         return self.page(request, "cell.html.j2", run_id=store.run_id, cell=section,
-                         verification=render.verification_row(cell), result=render.result_row(cell))
+                         verification=rows.verification_row(cell), result=rows.result_row(cell))
 
     async def live_page(self, request: Request) -> Response:
         store = await run_in_threadpool(self._run, request.path_params["run"])
@@ -229,8 +230,8 @@ def _same_origin(request: Request) -> bool:
 def _run_context(store, env: jinja2.Environment) -> dict:
     notes = list(store.problems)
     sections = render.render_sections(env, store, SECTIONS, notes)      # as the report places them
-    return {"header": render.header(store), "verification": [render.verification_row(c) for c in store.entries],
-            "results": [render.result_row(c) for c in store.entries], "sections": sections,
+    return {"header": rows.header(store), "verification": [rows.verification_row(c) for c in store.entries],
+            "results": [rows.result_row(c) for c in store.entries], "sections": sections,
             "problems": notes, "row": index.run_row(store, Path(store.run_dir).resolve() in index.live_run_dirs())}
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from longhaul.collectors.store.format import LIVE_CSV, TRIAL_JSON, TRIAL_PREFIX, StoreError, cell_dir, trial_dir
 from longhaul.collectors.store.live_rows import load_live
 from longhaul.collectors.store.reader import load_store, load_trial_series
-from longhaul.reports.render import verification_row
+from longhaul.reports.rows import verification_row
 
 MAX_POINTS = 600            # per flow: the newest ten minutes of a trial at 1 s
 
@@ -28,7 +28,7 @@ class LiveSnapshot:
     cells_done: int
     current: str | None              # the cell running now (or the next to run)
     eta_s: float | None
-    verification: dict | None        # reports.render.verification_row of the current cell
+    verification: dict | None        # reports.rows.verification_row of the current cell
     series_of: str | None            # "cell / trial k" the figures show
     throughput: dict[str, list[list[float]]] = field(default_factory=dict)   # flow -> [[t_s, Mb/s]]
     rtt: list[list[float]] = field(default_factory=list)                     # [[t_s, ms]]

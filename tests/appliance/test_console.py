@@ -83,7 +83,7 @@ def test_run_page_links_a_page_for_every_cell_and_each_opens(client, store):
 
 def test_a_cell_page_shows_the_same_numbers_as_the_report(client, store):
     from longhaul.collectors.store.reader import load_store
-    from longhaul.reports.render import result_row
+    from longhaul.reports.rows import result_row
 
     run = load_store(store / "20240611-101500-a1b2c3")
     cell = run.entries[1]
