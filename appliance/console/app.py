@@ -143,14 +143,17 @@ class _Console:
 
         async def stream():
             yield f"retry: {RECONNECT_MS}\n\n"
-            last, quiet = None, 0.0
+            last, seen, quiet = None, None, 0.0
             while not await request.is_disconnected():
-                try:
-                    snap = await run_in_threadpool(live.snapshot, path, self._is_live(path))
-                    text = snap.to_json()
-                except StoreError as e:            # a summary mid-replace: the next look reads it
-                    text, snap = None, None
-                    yield f": {str(e)[:200]}\n\n"
+                text = snap = None
+                running = self._is_live(path)
+                key = (running, await run_in_threadpool(live.store_key, path))
+                if key != seen:                      # the store (or the run's process) changed
+                    try:
+                        snap = await run_in_threadpool(live.snapshot, path, running)
+                        text, seen = snap.to_json(), key
+                    except StoreError as e:          # a summary mid-replace: the next look reads it
+                        yield f": {str(e)[:200]}\n\n"
                 if text is not None and text != last:
                     last, quiet = text, 0.0
                     yield f"data: {text}\n\n"
@@ -187,9 +190,8 @@ class _Console:
         if a and b:
             base, new = await run_in_threadpool(lambda: (self._run(a), self._run(b)))
             result = await run_in_threadpool(_comparison, base, new)
-        listing = await run_in_threadpool(index.list_runs, self.settings.store)
-        return self.page(request, "compare.html.j2", a=a, b=b, result=result,
-                         runs=[r.run_id for r in listing.rows])
+        names = await run_in_threadpool(index.run_names, self.settings.store)
+        return self.page(request, "compare.html.j2", a=a, b=b, result=result, runs=names)
 
     async def suites(self, request: Request) -> Response:
         store = self.settings.store

@@ -93,13 +93,17 @@ def live_run_dirs() -> set[Path]:
     return {m.run_dir.resolve() for m in run_marker.live_markers()}
 
 
+def run_names(root: Path) -> list[str]:
+    """The run directories under `root` (the names of runs), newest first by name."""
+    root = Path(root)
+    return sorted((p.name for p in root.iterdir() if (p / MANIFEST).is_file()), reverse=True) if root.is_dir() else []
+
+
 def list_runs(root: Path, keep: RunFilter = RunFilter()) -> Listing:
     """Every run under `root`, newest first."""
-    root = Path(root)
     live = live_run_dirs()
     listing = Listing([])
-    dirs = sorted((p for p in root.iterdir() if (p / MANIFEST).is_file()), reverse=True) if root.is_dir() else []
-    for path in dirs:
+    for path in (Path(root) / name for name in run_names(root)):
         try:
             row = run_row(load_store(path), path.resolve() in live)
         except StoreError as e:
