@@ -23,7 +23,7 @@ from longhaul.collectors.studies.planning import synthetic
 from longhaul.collectors.studies.planning.inputs import read_traces
 from longhaul.collectors.studies.planning.replay_record import read_replay, unfaithful_legs
 from longhaul.collectors.studies.planning.settings import load_plan
-from longhaul.collectors.studies.planning.sweep import headline, run_plan
+from longhaul.collectors.studies.planning.sweep import REPLAY_DIR, headline, run_plan, write_plan
 from longhaul.collectors.studies.planning.trace import TraceError
 
 SHOWN_PROBLEMS = 10
@@ -68,10 +68,10 @@ def cmd_plan(args) -> int:
         return 2
     out = args.out or Path("plans") / f"{trace.name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "plan.json").write_text(json.dumps(doc, indent=1) + "\n")
+    plan_path = write_plan(doc, out)
     replay = None
     if lab_config is not None:
-        result = replay_plan(lab_config, trace, settings.replay, out / "replay", progress=err.print)
+        result = replay_plan(lab_config, trace, settings.replay, out / REPLAY_DIR, progress=err.print)
         replay = read_replay(result.path)
         if unfaithful := unfaithful_legs(replay):
             err.print(f"longhaul plan: the replay measured this lab more than the schedule ({'; '.join(unfaithful)}); "
@@ -83,7 +83,7 @@ def cmd_plan(args) -> int:
         print(json.dumps(doc))
     else:
         _print_summary(Console(highlight=False), doc)
-    for path in [out / "plan.json", *written]:
+    for path in [plan_path, *written]:
         err.print(f"wrote {path}")
     return 0
 

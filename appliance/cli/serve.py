@@ -1,6 +1,7 @@
 """`longhaul serve`: the web console on the controller (docs/console.md).
 
-    longhaul serve [--store DIR] [--listen HOST:PORT] [--users FILE] [--tls-cert PEM --tls-key PEM]
+    longhaul serve [--store DIR] [--config CONFIG] [--plans DIR] [--start-logs DIR] [--listen HOST:PORT]
+                   [--users FILE] [--tls-cert PEM --tls-key PEM]
     longhaul serve --hash-password < password      (a line for the users file)
 
 It listens on loopback unless told otherwise, and on any other address only with a users file.
@@ -21,7 +22,10 @@ def register(sub) -> None:
     serve = sub.add_parser("serve", help="the web console: runs, live runs, comparisons (docs/console.md)")
     serve.add_argument("--store", type=Path, help="the run store (default: config.toml's [store] dir)")
     serve.add_argument("--config", type=Path, default=Path("config.toml"),
-                       help="the lab's config: --store's default, and what the lab page checks")
+                       help="the lab's config: --store's default, what the lab page checks, the profiles runs start from")
+    serve.add_argument("--plans", type=Path, help="the facility plans' folder (default: plans beside the config)")
+    serve.add_argument("--start-logs", type=Path, help="keep the output of runs started from the console here "
+                                                       "(default: a temporary folder, removed when the console ends)")
     serve.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                        help=f"address to listen on (default {DEFAULT_LISTEN}; another than loopback needs --users)")
     serve.add_argument("--users", type=Path, help="users file: who may log in, as viewer or operator")
@@ -59,9 +63,9 @@ def check(args):
     host, _, port_text = args.listen.rpartition(":")
     host = host.strip("[]")
     if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ConfigError(None, None, ("--listen",), args.listen, "HOST:PORT, e.g. 127.0.0.1:8086")
+        raise ConfigError.option("--listen", args.listen, "HOST:PORT, e.g. 127.0.0.1:8086")
     if bool(args.tls_cert) != bool(args.tls_key):
-        raise ConfigError(None, None, ("--tls-cert",), str(args.tls_cert or args.tls_key), "both --tls-cert and --tls-key")
+        raise ConfigError.option("--tls-cert", str(args.tls_cert or args.tls_key), "both --tls-cert and --tls-key")
     users = None
     if args.users:
         try:
@@ -69,18 +73,22 @@ def check(args):
         except UsersError as e:
             raise ConfigError(args.users, None, ("--users",), str(args.users), str(e)) from None
     elif not _loopback(host):
-        raise ConfigError(None, None, ("--listen",), args.listen,
+        raise ConfigError.option("--listen", args.listen,
                           "a loopback address (127.0.0.1, ::1, localhost), or give --users: another address "
                           "needs authentication")
     if args.store is None:                    # the config's, made if no run has written it yet
         store = load_config(args.config).store_dir
         store.mkdir(parents=True, exist_ok=True)
     elif not args.store.is_dir():
-        raise ConfigError(None, None, ("--store",), str(args.store), "an existing run store directory")
+        raise ConfigError.option("--store", str(args.store), "an existing run store directory")
     else:
         store = args.store
     config = args.config.resolve() if args.config.is_file() else None
-    return host, int(port_text), ConsoleSettings(Path(store).resolve(), users, config)
+    plans = args.plans or (config.parent / "plans" if config else None)
+    if args.plans is not None and not args.plans.is_dir():
+        raise ConfigError.option("--plans", str(args.plans), "an existing folder of facility plans")
+    return host, int(port_text), ConsoleSettings(Path(store).resolve(), users, config, args.start_logs,
+                                                 plans.resolve() if plans else None)
 
 
 def _loopback(host: str) -> bool:

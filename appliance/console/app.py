@@ -10,6 +10,7 @@ operator, a CSRF token and the console's own origin.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from dataclasses import dataclass
@@ -26,11 +27,11 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from longhaul.appliance.console import index, lab, live, suites
+from longhaul.appliance.console import index, lab, live, plans, starts, suites
 from longhaul.appliance.console.auth import Csrf, User, Users, authenticate
+from longhaul.appliance.console.derived import FETCH_WAIT_S, INLINE_WAIT_S, Derived
 from longhaul.collectors.store.format import StoreError
 from longhaul.collectors.studies.registry import SECTIONS
-from longhaul.hardware import run_marker
 from longhaul.reports import plots, render, rows
 from longhaul.reports.templating import environment
 
@@ -38,6 +39,7 @@ HERE = Path(__file__).parent
 LIVE_POLL_S = 0.5           # how often the live stream looks at the store
 HEARTBEAT_S = 15.0          # a comment line that keeps proxies from closing an idle stream
 RECONNECT_MS = 2000         # EventSource's retry after a drop
+PLAN_WAIT_S = 300.0         # a plan's report draws a few figures
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 
@@ -46,7 +48,9 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
 class ConsoleSettings:
     store: Path                       # the run store: one directory per run
     users: Users | None = None        # None: loopback only, the local user is an operator
-    config: Path | None = None        # the lab's config.toml, for the lab page's `longhaul check`
+    config: Path | None = None        # the lab's config.toml: the lab page's `longhaul check`, what runs start
+    start_logs: Path | None = None    # where the output of runs started here is kept (default: a temporary folder)
+    plans: Path | None = None         # the facility plans' folder (`longhaul plan` writes plans/NAME-TIME)
 
 
 def create_app(settings: ConsoleSettings, csrf: Csrf | None = None) -> Starlette:
@@ -55,26 +59,43 @@ def create_app(settings: ConsoleSettings, csrf: Csrf | None = None) -> Starlette
     console = _Console(settings, env, csrf or Csrf())
     routes = [
         Route("/", lambda r: RedirectResponse("/runs", 303)),
+        Route("/favicon.ico", lambda r: Response(status_code=204)),   # pages of their own (a plan's report) ask
         Route("/runs", console.runs),
         Route("/runs/{run}", console.run),
+        Route("/runs/{run}/sections", console.sections),
         Route("/runs/{run}/cells/{cell}", console.cell),
         Route("/runs/{run}/live", console.live_page),
         Route("/runs/{run}/live/events", console.live_events),
         Route("/runs/{run}/stop", console.stop, methods=["POST"]),
         Route("/compare", console.compare),
+        Route("/compare/result", console.compare_result),
         Route("/suites", console.suites),
+        Route("/plans", console.plans),
+        Route("/plans/{plan}", console.plan),
+        Route("/start", console.start_page),
+        Route("/start", console.start, methods=["POST"]),
         Route("/lab", console.lab),
         Route("/lab/check", console.lab_check, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [Middleware(BaseHTTPMiddleware, dispatch=console.guard)]
-    return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: console.error})
+    return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: console.error},
+                     lifespan=console.lifespan)
 
 
 class _Console:
     def __init__(self, settings: ConsoleSettings, env: jinja2.Environment, csrf: Csrf):
         self.settings, self.env, self.csrf = settings, env, csrf
         self.last_check: lab.CheckResult | None = None
+        self.derived = Derived()
+        self.starts = starts.Starts(settings.config, settings.store, settings.start_logs) if settings.config else None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app):
+        yield
+        self.derived.close()
+        if self.starts is not None:
+            await run_in_threadpool(self.starts.close)
 
     # ---- every request ----------------------------------------------------------------------
 
@@ -94,6 +115,10 @@ class _Console:
         user: User = request.state.user
         html = self.env.get_template(template).render(user=user, csrf=self.csrf.token(user), **context)
         return HTMLResponse(html, status)
+
+    def fragment(self, template: str, **context) -> HTMLResponse:
+        """A part of a page, fetched by static/fragments.js into the page that asked for it."""
+        return HTMLResponse(self.env.get_template(template).render(**context), headers={"Cache-Control": "no-store"})
 
     async def error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)         # registered for HTTPException only
@@ -118,8 +143,22 @@ class _Console:
 
     async def run(self, request: Request) -> Response:
         store = await run_in_threadpool(self._run, request.path_params["run"])
-        context = await run_in_threadpool(_run_context, store, self.env)
-        return self.page(request, "run.html.j2", **context)
+        context = await run_in_threadpool(_run_context, store)
+        ready, studies = await self._sections_of(store, INLINE_WAIT_S)
+        return self.page(request, "run.html.j2", **context, studies=studies if ready else None)
+
+    async def sections(self, request: Request) -> Response:
+        """The run's study sections alone (the run page fetches them when they take long)."""
+        store = await run_in_threadpool(self._run, request.path_params["run"])
+        ready, studies = await self._sections_of(store, FETCH_WAIT_S)
+        if not ready:
+            return PlainTextResponse("still computing", 202, headers={"Cache-Control": "no-store"})
+        return self.fragment("sections.html.j2", studies=studies)
+
+    async def _sections_of(self, store, wait_s: float):
+        path = Path(store.run_dir).resolve()
+        key = ("sections", str(path), await run_in_threadpool(live.store_key, path))
+        return await self.derived.within(key, lambda: _studies(store, self.env), wait_s)
 
     async def cell(self, request: Request) -> Response:
         store = await run_in_threadpool(self._run, request.path_params["run"])
@@ -172,7 +211,7 @@ class _Console:
     async def stop(self, request: Request) -> Response:
         await self._operator_post(request)
         path = index.run_dir_or_none(self.settings.store, request.path_params["run"])
-        marker = next((m for m in run_marker.live_markers() if path and m.run_dir.resolve() == path), None)
+        marker = next((m for m in index.live_runs() if path and m.run_dir.resolve() == path), None)
         if marker is None:
             raise HTTPException(409, "the run is not running")
         try:
@@ -186,18 +225,64 @@ class _Console:
 
     async def compare(self, request: Request) -> Response:
         a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
-        result = None
-        if a and b:
-            base, new = await run_in_threadpool(lambda: (self._run(a), self._run(b)))
-            result = await run_in_threadpool(_comparison, base, new)
+        ready, result = (await self._comparison_of(a, b, INLINE_WAIT_S)) if a and b else (True, None)
         names = await run_in_threadpool(index.run_names, self.settings.store)
-        return self.page(request, "compare.html.j2", a=a, b=b, result=result, runs=names)
+        return self.page(request, "compare.html.j2", a=a, b=b, result=result, pending=not ready, runs=names)
+
+    async def compare_result(self, request: Request) -> Response:
+        """The comparison alone (the compare page fetches it when it takes long)."""
+        ready, result = await self._comparison_of(request.query_params.get("a", ""),
+                                                  request.query_params.get("b", ""), FETCH_WAIT_S)
+        if not ready:
+            return PlainTextResponse("still computing", 202, headers={"Cache-Control": "no-store"})
+        return self.fragment("compare_result.html.j2", result=result)
+
+    async def _comparison_of(self, a: str, b: str, wait_s: float):
+        base, new = await run_in_threadpool(lambda: (self._run(a), self._run(b)))
+        paths = [Path(s.run_dir).resolve() for s in (base, new)]
+        key = ("compare", *(str(p) for p in paths), *[await run_in_threadpool(live.store_key, p) for p in paths])
+        return await self.derived.within(key, lambda: _comparison(base, new), wait_s)
 
     async def suites(self, request: Request) -> Response:
         store = self.settings.store
         views = await run_in_threadpool(
             lambda: [suites.suite_view(store, name) for name in suites.suite_names(store)])
         return self.page(request, "suites.html.j2", suites=views)
+
+    async def plans(self, request: Request) -> Response:
+        listing = await run_in_threadpool(plans.list_plans, self.settings.plans)
+        return self.page(request, "plans.html.j2", plans=listing, folder=self.settings.plans)
+
+    async def plan(self, request: Request) -> Response:
+        try:
+            folder = plans.plan_folder(self.settings.plans, request.path_params["plan"])
+        except index.NotFound:
+            raise HTTPException(404, "no such plan") from None
+        key = ("plan", str(folder), await run_in_threadpool(live.files_key, [folder / plans.PLAN_JSON, folder / plans.REPLAY_PATH]))
+        try:
+            _, html = await self.derived.within(key, lambda: plans.plan_page(folder), PLAN_WAIT_S)
+        except ValueError as e:              # a plan.json of another format or version
+            raise HTTPException(422, f"the plan does not read: {e}") from None
+        return HTMLResponse(html)
+
+    async def start_page(self, request: Request) -> Response:
+        offered = await run_in_threadpool(starts.startables, self.settings.config) if self.starts else []
+        return self.page(request, "start.html.j2", offered=offered, config=self.settings.config,
+                         started=list(reversed(self.starts.started)) if self.starts else [])
+
+    async def start(self, request: Request) -> Response:
+        await self._operator_post(request)
+        if self.starts is None:
+            raise HTTPException(409, "the console was started without a config (longhaul serve --config)")
+        form = await request.form()
+        kind, name = str(form.get("kind", "")), str(form.get("name", ""))
+        try:
+            started = await run_in_threadpool(self.starts.start, kind, name)
+        except starts.StartRefused as e:
+            raise HTTPException(409, str(e)) from None
+        if started.run_dir is not None and started.status is None:
+            return RedirectResponse(f"/runs/{started.run_dir.name}/live", 303)
+        return RedirectResponse(f"/start#start-{started.number}", 303)
 
     async def lab(self, request: Request) -> Response:
         return self.page(request, "lab.html.j2", config=self.settings.config, check=self.last_check)
@@ -229,12 +314,22 @@ def _same_origin(request: Request) -> bool:
     return bool(host) and origin.split("://", 1)[-1].split("/", 1)[0] == host
 
 
-def _run_context(store, env: jinja2.Environment) -> dict:
-    notes = list(store.problems)
-    sections = render.render_sections(env, store, SECTIONS, notes)      # as the report places them
+def _run_context(store) -> dict:
     return {"header": rows.header(store), "verification": [rows.verification_row(c) for c in store.entries],
-            "results": [rows.result_row(c) for c in store.entries], "sections": sections,
-            "problems": notes, "row": index.run_row(store, Path(store.run_dir).resolve() in index.live_run_dirs())}
+            "results": [rows.result_row(c) for c in store.entries], "problems": list(store.problems),
+            "run_id": store.run_id,
+            "row": index.run_row(store, Path(store.run_dir).resolve() in index.live_run_dirs())}
+
+
+@dataclass(frozen=True)
+class Studies:
+    sections: list           # rendered template modules, as the report places them
+    notes: list[str]         # what a section could not show
+
+
+def _studies(store, env: jinja2.Environment) -> Studies:
+    notes: list[str] = []
+    return Studies(render.render_sections(env, store, SECTIONS, notes), notes)
 
 
 def _comparison(base, new) -> dict:

@@ -88,9 +88,15 @@ def load_run(root: Path, name: str) -> StoredRun:
         raise NotFound(f"{name}: {e}") from None
 
 
+def live_runs() -> list[run_marker.Marker]:
+    """The marked sessions whose process is alive and that write a run store (a netboot server's
+    session is marked too, with a work directory that is no run)."""
+    return [m for m in run_marker.live_markers() if (m.run_dir / MANIFEST).is_file()]
+
+
 def live_run_dirs() -> set[Path]:
     """The run directories whose longhaul process is alive (hardware/run_marker.py)."""
-    return {m.run_dir.resolve() for m in run_marker.live_markers()}
+    return {m.run_dir.resolve() for m in live_runs()}
 
 
 def run_names(root: Path) -> list[str]:

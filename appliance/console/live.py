@@ -84,8 +84,12 @@ def store_key(run_dir: Path) -> tuple:
     to it) and any trial's live rows. The live stream reads the store again only when this moves:
     stat calls, where a 630-cell summary takes 0.5 s to load."""
     run_dir = Path(run_dir)
-    paths = [run_dir / SUMMARY, run_dir / MANIFEST, *run_dir.glob(f"{CELLS_DIR}/*/{TRIAL_PREFIX}*"),
-             *run_dir.glob(f"{CELLS_DIR}/*/{TRIAL_PREFIX}*/{LIVE_CSV}")]
+    return files_key([run_dir / SUMMARY, run_dir / MANIFEST, *run_dir.glob(f"{CELLS_DIR}/*/{TRIAL_PREFIX}*"),
+                      *run_dir.glob(f"{CELLS_DIR}/*/{TRIAL_PREFIX}*/{LIVE_CSV}")])
+
+
+def files_key(paths) -> tuple:
+    """The paths' times and sizes (those that exist): what moves when one of them is written."""
     return tuple((str(p), st.st_mtime_ns, st.st_size) for p in paths if (st := _stat(p)) is not None)
 
 
@@ -128,4 +132,4 @@ def _eta(started: str | None, done: int, total: int, now: dt.datetime | None) ->
     return round(elapsed / done * (total - done), 1) if elapsed > 0 else None
 
 
-__all__ = ["LiveSnapshot", "StoreError", "snapshot", "store_key"]
+__all__ = ["LiveSnapshot", "StoreError", "files_key", "snapshot", "store_key"]

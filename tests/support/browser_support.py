@@ -22,12 +22,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def served(store: Path):
-    """The console on a free loopback port, its base URL; stopped at the end."""
+def served(store: Path, **settings):
+    """The console on a free loopback port (ConsoleSettings(store, **settings)), its base URL;
+    stopped at the end (and with it what it started)."""
     import uvicorn
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(ConsoleSettings(store)), host="127.0.0.1", port=port,
+    server = uvicorn.Server(uvicorn.Config(create_app(ConsoleSettings(store, **settings)), host="127.0.0.1", port=port,
                                            log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

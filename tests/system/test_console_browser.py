@@ -130,3 +130,32 @@ def test_the_live_page_follows_the_store_and_ends_with_what_it_holds(console, br
     second = load_trial_series(store / LIVE / "cells" / "table2-002" / "trial-2")
     assert text("state") == "complete" and text("done") == "4" and text("series-of") == "cell table2-002 / trial 2"
     assert drawn(browser) == {flow: len(t) for flow, (t, _) in second.throughput.items()}
+
+
+def test_a_slow_run_fetches_its_sections_and_the_planning_and_start_pages_open(browser, tmp_path, monkeypatch):
+    from lab_support import write_lab_config
+    from sweep_fixtures import make_sweep_store
+
+    from longhaul.appliance.cli.app import main
+    from longhaul.appliance.console import app as console_app
+
+    axes = {"flows.fg.cca": ("cubic", "htcp"), "flows.fg.streams": (1, 4),
+            "topology.rtt_ms": (0.4, 11.8, 45.6, 91.6, 183.0)}
+    run = make_sweep_store(tmp_path / "runs", axes, trials=2, seconds=8)
+    config = write_lab_config(tmp_path, "[topology]\npairs = 1\n[[flows]]\nname = \"fg\"\nrole = \"foreground\"\n"
+                                        "cca = \"cubic\"\nduration_s = 5\n", "one")
+    assert main(["plan", "--synthetic", "1", "--out", str(tmp_path / "plans" / "day-1"), "--format", "html"]) == 0
+    monkeypatch.setattr(console_app, "INLINE_WAIT_S", 0.0)     # every view as a 630-cell run's
+    with served(run.parent, config=config, plans=tmp_path / "plans") as url:
+        _open(browser, f"{url}/runs/{run.name}")
+        assert browser.find_elements("css selector", "#studies[data-fragment]")
+        wait_until(lambda: browser.find_elements("css selector", "#studies .study svg"), 120, 0.2,
+                   what="the sections fetched into the run page")
+        _open(browser, browser.current_url, "run-sweep")          # once computed, the page comes whole
+        _open(browser, f"{url}/compare?a={run.name}&b={run.name}")
+        wait_until(lambda: browser.find_elements("css selector", "#result #fingerprint"), 120, 0.2,
+                   what="the comparison fetched into the compare page")
+        assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert "day-1" in _open(browser, f"{url}/plans", "plans")
+        assert _open(browser, f"{url}/plans/day-1", "plan").count("<svg") >= 2
+        assert 'id="start-form"' in _open(browser, f"{url}/start", "start")

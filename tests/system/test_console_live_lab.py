@@ -1,6 +1,7 @@
 """The console's live page during a real run on the embedded lab, in headless chromium: while the
 trial runs its figures change every second (the trial's live.csv), and once the run has ended the
-page holds what the store holds for those seconds (throughput.csv, rtt.csv)."""
+page holds what the store holds for those seconds (throughput.csv, rtt.csv). An operator starts a
+profile from the console, watches it and stops it, and nothing of the run is left."""
 from __future__ import annotations
 
 import shutil
@@ -11,7 +12,7 @@ import time
 
 import pytest
 from browser_support import MISSING, chromium, drawn, served
-from lab_support import PATIENT_VERIFY, requires_lab, write_lab_config
+from lab_support import PATIENT_VERIFY, our_namespaces, requires_lab, write_lab_config
 
 from longhaul.collectors.store.format import LIVE_CSV
 from longhaul.collectors.store.reader import load_store, load_trial_series
@@ -72,3 +73,40 @@ def watch(runs, url: str, browser, run: subprocess.Popen) -> None:
     assert text("series-of") == f"cell {cell.id} / trial 1"
     assert drawn(browser) == {flow: len(t) for flow, (t, _) in stored.throughput.items()}
     assert not list(runs.glob(f"*/cells/*/trial-*/{LIVE_CSV}"))
+
+
+def test_an_operator_starts_a_profile_watches_it_and_stops_it(tmp_path):
+    from selenium.webdriver.support.ui import Select
+
+    config = write_lab_config(tmp_path, PROFILE, "watch", verify=PATIENT_VERIFY)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with served(runs, config=config, start_logs=tmp_path / "starts") as url, chromium() as browser:
+        browser.get(f"{url}/start")
+        assert "watch" in browser.find_element("id", "profiles").text
+        Select(browser.find_element("id", "start-name")).select_by_value("watch")
+        browser.find_element("id", "start").click()
+        wait_until(lambda: browser.current_url.endswith("/live"), 60, 0.2, what="the started run's live page")
+        run_id = browser.current_url.split("/runs/")[1].split("/")[0]
+        text = lambda id_: shown(browser, id_)
+        wait_until(lambda: "running" in text("series-of"), 240, 0.2, what="the trial under way on the page")
+        browser.find_element("id", "stop").click()
+        wait_until(lambda: browser.current_url.endswith("/live") and text("link") == "the run has ended", 120, 0.2,
+                   what="the stopped run's end on the page")
+        browser.get(f"{url}/start")
+        started = browser.find_element("id", "start-1").text
+        assert "profile watch" in started and "ended (exit" in started and run_id in started, started
+        assert browser.get_log("browser") == []
+    assert load_store(runs / run_id).status == "interrupted"
+    assert not our_namespaces()
+    assert not (tmp_path / "starts").exists() or list((tmp_path / "starts").glob("*.log"))   # its output kept
+
+
+def shown(browser, id_: str) -> str:
+    """The element's text, or "" while a navigation has the page between documents."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    try:
+        return browser.find_element("id", id_).text
+    except (NoSuchElementException, StaleElementReferenceException):
+        return ""

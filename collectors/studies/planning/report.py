@@ -221,7 +221,11 @@ def context(doc: dict, replay: dict | None = None) -> dict:
     }
 
 
+def plan_html(doc: dict, replay: dict | None = None) -> str:
+    """The plan's report as one HTML page (the file report, and the console's planning page)."""
+    return render_document(TEMPLATE, context(doc, replay))
+
+
 def write_plan_report(doc: dict, out_dir: Path, formats: tuple[str, ...] = ("html", "pdf"),
                       replay: dict | None = None) -> list[Path]:
-    html = render_document(TEMPLATE, context(doc, replay))
-    return write_document(html, out_dir, "plan", formats)
+    return write_document(plan_html(doc, replay), out_dir, "plan", formats)

@@ -4,8 +4,10 @@ which the planning report and `longhaul plan --json` read."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 
@@ -18,6 +20,20 @@ from longhaul.core.documents import DocumentFormat
 from longhaul.core.paths import REPO
 
 PLAN = DocumentFormat("longhaul-plan", 1, "a facility plan", legacy={"longhaul-plan/1": 1})
+PLAN_JSON = "plan.json"          # in a plan's folder (plans/NAME-TIME/), beside its report
+REPLAY_DIR = "replay"            # the lab replay's folder in it (its replay.json: replay_record.py)
+
+
+def write_plan(doc: dict, out_dir: Path) -> Path:
+    path = Path(out_dir) / PLAN_JSON
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+def read_plan(out_dir: Path) -> dict:
+    """A plan folder's document in the current version (DocumentVersionError, a ValueError, if not)."""
+    path = Path(out_dir) / PLAN_JSON
+    return PLAN.read(json.loads(path.read_text()), path)
 
 
 def sim_metrics(res: SimResult, bin_s: float) -> dict:

@@ -1,0 +1,133 @@
+"""The console's start page (an operator starts a profile or a suite as a process of the console's
+own) and its planning page (the plans `longhaul plan` wrote, shown as their report). A real start
+on the embedded lab, watched and stopped in a browser, is in tests/system/test_console_live_lab.py."""
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from console_fixtures import console_store
+from lab_support import write_lab_config
+from starlette.testclient import TestClient
+
+from longhaul.appliance.console import starts as starts_mod
+from longhaul.appliance.console.app import ConsoleSettings, create_app
+from longhaul.appliance.console.auth import Csrf, User, Users, hash_password
+
+PROFILE = '[topology]\npairs = 1\n[[flows]]\nname = "fg"\nrole = "foreground"\ncca = "cubic"\nduration_s = 5\n'
+SUITE = (PROFILE.replace("[topology]\n", "[topology]\naccess_rate_mbps = 1000\nbottleneck_rate_mbps = 100\n")
+         + '[[scenarios]]\nname = "calibration"\ncalibration = true\nflows = ["fg"]\n'
+           'set = { "topology.rtt_ms" = 0, "topology.bottleneck_rate_mbps" = 1000 }\n'
+         + '[[scenarios]]\nname = "base"\nflows = ["fg"]\n')
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    return console_store(tmp_path_factory.mktemp("store"))
+
+
+@pytest.fixture
+def lab(tmp_path) -> Path:
+    config = write_lab_config(tmp_path, PROFILE, "one")
+    (tmp_path / "profiles" / "nightly.toml").write_text(SUITE)
+    (tmp_path / "profiles" / "broken.toml").write_text("[topology]\npairs = -1\n")
+    return config
+
+
+def _basic(name: str, password: str) -> dict:
+    return {"Authorization": "Basic " + base64.b64encode(f"{name}:{password}".encode()).decode()}
+
+
+def test_the_start_page_offers_each_profile_and_says_which_do_not_load(store, lab):
+    offered = {s.name: s for s in starts_mod.startables(lab)}
+    assert offered["one"].cells == 1 and not offered["one"].suite and not offered["one"].problem
+    assert offered["nightly"].suite
+    assert "pairs" in offered["broken"].problem
+    html = TestClient(create_app(ConsoleSettings(store, config=lab))).get("/start").text
+    assert '<option value="one">' in html and '<option value="broken">' not in html
+    assert "does not load" in html
+
+
+def test_starting_needs_an_operator_a_token_and_a_known_profile(store, lab, tmp_path):
+    users = tmp_path / "users.toml"
+    users.write_text(f'[users.vera]\nrole = "viewer"\npassword = "{hash_password("v")}"\n'
+                     f'[users.otto]\nrole = "operator"\npassword = "{hash_password("o")}"\n')
+    csrf = Csrf(b"s" * 32)
+    c = TestClient(create_app(ConsoleSettings(store, Users.load(users), lab, tmp_path / "logs"), csrf),
+                   base_url="http://console.test")
+    origin = {"Origin": "http://console.test"}
+    viewer, operator = _basic("vera", "v"), _basic("otto", "o")
+    token = csrf.token(User("otto", "operator"))
+    assert 'id="start-form"' not in c.get("/start", headers=viewer).text
+    assert c.post("/start", data={"csrf": csrf.token(User("vera", "viewer")), "kind": "profile", "name": "one"},
+                  headers={**viewer, **origin}).status_code == 403
+    assert c.post("/start", data={"kind": "profile", "name": "one"}, headers={**operator, **origin}).status_code == 403
+    assert c.post("/start", data={"csrf": token, "kind": "profile", "name": "one"},
+                  headers={**operator, "Origin": "http://elsewhere.test"}).status_code == 403
+    for kind, name, why in (("profile", "../../etc/passwd", "no startable profile"),
+                            ("profile", "broken", "no startable profile"),
+                            ("suite", "one", "not a regression suite"), ("shell", "one", "a profile or a suite")):
+        r = c.post("/start", data={"csrf": token, "kind": kind, "name": name}, headers={**operator, **origin})
+        assert r.status_code == 409 and why in r.text, (kind, name)
+    assert not list((tmp_path / "logs").glob("*.log"))             # nothing was started
+
+
+def test_a_start_is_a_process_of_the_console_s_own_with_its_output_kept(store, lab, tmp_path, monkeypatch):
+    # the run's own command is replaced by one that is refused as a bad config is (exit 2), so the
+    # console's part is tested without a lab: the argv, the process, its log and its status
+    argv_seen, real = [], starts_mod.Starts.argv
+
+    def refused(self, kind, name):
+        argv_seen.append(real(self, kind, name))
+        return [sys.executable, "-c", "import sys; print('profiles/one.toml:3: [topology] pairs: refused'); sys.exit(2)"]
+
+    monkeypatch.setattr(starts_mod.Starts, "argv", refused)
+    with TestClient(create_app(ConsoleSettings(store, config=lab, start_logs=tmp_path / "logs"))) as c:
+        r = c.post("/start", data={"csrf": "", "kind": "suite", "name": "nightly"}, headers={"Origin": "http://testserver"},
+                   follow_redirects=False)
+        assert r.status_code == 403                                 # the local operator needs the token too
+        token = c.get("/start").text.split('name="csrf" value="')[1].split('"')[0]
+        r = c.post("/start", data={"csrf": token, "kind": "suite", "name": "nightly"},
+                   headers={"Origin": "http://testserver"}, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/start#start-1"
+        page = c.get("/start").text
+    assert "ended (exit 2)" in page and "pairs: refused" in page
+    assert argv_seen == [[sys.executable, "-m", "longhaul.appliance.cli", "suite", "nightly", "--config", str(lab),
+                          "--out", str(store)]]
+    assert (tmp_path / "logs" / "start-1-nightly.log").read_text().startswith("profiles/one.toml:3")
+
+
+def test_one_lab_run_at_a_time_and_the_console_ends_what_it_started(store, lab, tmp_path, monkeypatch):
+    monkeypatch.setattr(starts_mod, "FOUND_WAIT_S", 0.2)
+    monkeypatch.setattr(starts_mod.Starts, "argv", lambda self, kind, name: [
+        sys.executable, "-c", "import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(130)); time.sleep(60)"])
+    runner = starts_mod.Starts(lab, store, tmp_path / "logs")
+    first = runner.start("profile", "one")
+    assert first.status is None
+    with pytest.raises(starts_mod.StartRefused, match="has not ended"):
+        runner.start("profile", "one")
+    runner.close()                                                  # as the console's shutdown does
+    assert first.status == 130
+
+
+def test_the_planning_page_lists_plans_and_shows_each_as_its_report(store, tmp_path):
+    from longhaul.appliance.cli.app import main
+
+    plans = tmp_path / "plans"
+    assert main(["plan", "--synthetic", "1", "--out", str(plans / "day-1"), "--format", "html"]) == 0
+    (plans / "odd").mkdir()
+    (plans / "odd" / "plan.json").write_text(json.dumps({"format": "longhaul-plan", "version": 9}))
+    c = TestClient(create_app(ConsoleSettings(store, plans=plans)))
+    listing = c.get("/plans").text
+    assert '<a href="/plans/day-1">day-1</a>' in listing and "does not read" in listing
+    assert "transfers slow by" in listing                           # the plan's headline
+    page = c.get("/plans/day-1")
+    assert page.status_code == 200 and "<svg" in page.text
+    assert (plans / "day-1" / "plan.html").read_text().count("<svg") == page.text.count("<svg")
+    odd = c.get("/plans/odd")
+    assert odd.status_code == 422 and "version 9" in odd.text
+    for bad in ("/plans/%2e%2e", "/plans/%2e%2e%2fetc", "/plans/nothing", "/plans/.hidden"):
+        assert c.get(bad).status_code == 404, bad
