@@ -4,7 +4,8 @@ results and one figure of its throughput per flow and probe RTT over every trial
 report's tables, none left out.
 
 Drawing is what costs (matplotlib: about 0.1 s a figure), so each worker process keeps one figure
-and redraws only its lines, and the cells are shared among the machine's cores; the whole set of
+and redraws only its lines, keeping its legends while they say the same (making a legend is a
+quarter of a figure's cost), and the cells are shared among the machine's cores; the whole set of
 pages is the report's, replaced as one when written again."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from longhaul.collectors.store.reader import StoredRun, load_store
@@ -26,6 +28,7 @@ from longhaul.reports.templating import STYLESHEET, environment
 
 CELL_PAGES = "report-cells"          # beside report.html
 CHUNK = 16                           # cells a worker takes at once
+TRIALS_NAMED = 4                     # the RTT legend names the first trials; the rest share their styles
 
 _worker: _Pages | None = None
 
@@ -51,6 +54,7 @@ class _Pages:
                 # a few ticks: drawing them is most of a page's cost, and 630 pages add up
                 ax.xaxis.set_major_locator(MaxNLocator(6))
                 ax.yaxis.set_major_locator(MaxNLocator(4))
+        self.legend_key: tuple | None = None
 
     def write(self, cell_id: str, out: Path) -> Path:
         cell = self.cells[cell_id]
@@ -69,25 +73,45 @@ class _Pages:
     def _draw(self, cell_id: str, series, colors: dict, idle: float | None) -> str | None:
         if not any(s.throughput or s.rtt is not None for _, s in series):
             return None
+        flows = tuple(dict.fromkeys(f for _, s in series for f in s.throughput))
+        trials = [trial for _, (trial, s) in zip(range(TRIALS_NAMED), series) if s.rtt is not None]
         with matplotlib.rc_context(plots.RC):
-            for ax in (self.top, self.bottom):        # only the lines and legend change from cell to cell
-                for artist in [*ax.lines, *([ax.legend_] if ax.legend_ else [])]:
-                    artist.remove()
+            for ax in (self.top, self.bottom):        # only the lines (and legends, when they change) change
+                for line in list(ax.lines):
+                    line.remove()
             for k, (trial, s) in enumerate(series):
                 style = plots.TRIAL_STYLES[k % len(plots.TRIAL_STYLES)]
                 for flow, (t, v) in s.throughput.items():
-                    self.top.plot(t, v, style, color=colors.get(flow), lw=0.8, label=flow if k == 0 else None)
+                    self.top.plot(t, v, style, color=colors.get(flow), lw=0.8)
                 if s.rtt is not None:
-                    self.bottom.plot(*s.rtt, style, lw=0.8, label=f"trial {trial}" if k < 4 else None)
+                    self.bottom.plot(*s.rtt, style, color=plots.PALETTE[k % len(plots.PALETTE)], lw=0.8)
             if idle is not None:
-                self.bottom.axhline(idle, ls="--", color="black", lw=0.8, label="idle RTT")
+                self.bottom.axhline(idle, ls="--", color="black", lw=0.8)
+            self._legends(flows, colors, trials, idle is not None)
             for ax in (self.top, self.bottom):
                 ax.relim()
                 ax.autoscale_view()
-                ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
             self.top.set_ylim(bottom=0)
             self.top.set_title(f"Throughput and RTT: {cell_id}")
             return plots.to_svg(self.fig, cell_id, f"Throughput and RTT of cell {cell_id}")
+
+    def _legends(self, flows: tuple, colors: dict, trials: list[int], idle: bool) -> None:
+        key = (tuple((f, colors.get(f)) for f in flows), tuple(trials), idle)
+        if key == self.legend_key:
+            return
+        self.legend_key = key
+        first = plots.TRIAL_STYLES[0]
+        top = [Line2D([], [], ls=first, color=colors.get(f), lw=0.8, label=f) for f in flows]
+        bottom = [Line2D([], [], ls=plots.TRIAL_STYLES[k % len(plots.TRIAL_STYLES)],
+                         color=plots.PALETTE[k % len(plots.PALETTE)], lw=0.8, label=f"trial {trial}")
+                  for k, trial in enumerate(trials)]
+        if idle:
+            bottom.append(Line2D([], [], ls="--", color="black", lw=0.8, label="idle RTT"))
+        for ax, handles in ((self.top, top), (self.bottom, bottom)):
+            if ax.legend_ is not None:
+                ax.legend_.remove()
+            if handles:
+                ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
 
 
 def _init(run_dir: str) -> None:

@@ -88,6 +88,7 @@ class _Console:
         self.settings, self.env, self.csrf = settings, env, csrf
         self.last_check: lab.CheckResult | None = None
         self.derived = Derived()
+        self.feeds = live.Feeds(LIVE_POLL_S)
         self.starts = starts.Starts(settings.config, settings.store, settings.start_logs) if settings.config else None
 
     @contextlib.asynccontextmanager
@@ -182,21 +183,17 @@ class _Console:
 
         async def stream():
             yield f"retry: {RECONNECT_MS}\n\n"
-            last, seen, quiet = None, None, 0.0
+            last, quiet = None, 0.0
             while not await request.is_disconnected():
-                text = snap = None
-                running = self._is_live(path)
-                key = (running, await run_in_threadpool(live.store_key, path))
-                if key != seen:                      # the store (or the run's process) changed
-                    try:
-                        snap = await run_in_threadpool(live.snapshot, path, running)
-                        text, seen = snap.to_json(), key
-                    except StoreError as e:          # a summary mid-replace: the next look reads it
-                        yield f": {str(e)[:200]}\n\n"
+                try:
+                    text, running = await run_in_threadpool(self.feeds.look, path, self._is_live)
+                except StoreError as e:              # a summary mid-replace: the next look reads it
+                    yield f": {str(e)[:200]}\n\n"
+                    text = None
                 if text is not None and text != last:
                     last, quiet = text, 0.0
                     yield f"data: {text}\n\n"
-                    if snap is not None and not snap.live:
+                    if not running:
                         yield "event: end\ndata: {}\n\n"
                         return
                 quiet += LIVE_POLL_S

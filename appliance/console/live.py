@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -79,6 +82,43 @@ def snapshot(run_dir: Path, live: bool, now: dt.datetime | None = None) -> LiveS
     return snap
 
 
+class Feeds:
+    """One look at a run's store per interval, shared by every viewer of that run: twenty live
+    pages cost one store_key and, when it moved, one snapshot (each look at a 630-cell store stats
+    every trial directory). A look is the snapshot's JSON and whether the run is live, or the
+    StoreError that kept it."""
+
+    def __init__(self, interval_s: float):
+        self.interval_s = interval_s
+        self._looks: dict[Path, tuple[float, tuple, tuple[str, bool] | StoreError]] = {}
+        self._locks: dict[Path, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def look(self, run_dir: Path, live: Callable[[Path], bool]) -> tuple[str, bool]:
+        """(the run's snapshot as JSON, live), at most interval_s old (StoreError: the store mid-write)."""
+        with self._guard:
+            lock = self._locks.setdefault(run_dir, threading.Lock())
+        with lock:                                    # one viewer looks, the others wait for it
+            now = time.monotonic()
+            held = self._looks.get(run_dir)
+            if held is None or now - held[0] >= self.interval_s * 0.8:
+                running = live(run_dir)
+                key = (running, store_key(run_dir))
+                if held is None or key != held[1] or isinstance(held[2], StoreError):
+                    try:
+                        snap = snapshot(run_dir, running)
+                        found: tuple[str, bool] | StoreError = (snap.to_json(), snap.live)
+                    except StoreError as e:           # a summary mid-replace: the next look reads it
+                        found = e
+                else:
+                    found = held[2]
+                held = (now, key, found)
+                self._looks[run_dir] = held
+        if isinstance(held[2], StoreError):
+            raise held[2]
+        return held[2]
+
+
 def store_key(run_dir: Path) -> tuple:
     """What changes when the store does: summary and manifest, each trial directory (a file added
     to it) and any trial's live rows. The live stream reads the store again only when this moves:
@@ -132,4 +172,4 @@ def _eta(started: str | None, done: int, total: int, now: dt.datetime | None) ->
     return round(elapsed / done * (total - done), 1) if elapsed > 0 else None
 
 
-__all__ = ["LiveSnapshot", "StoreError", "files_key", "snapshot", "store_key"]
+__all__ = ["Feeds", "LiveSnapshot", "StoreError", "files_key", "snapshot", "store_key"]

@@ -118,3 +118,22 @@ def test_a_slow_comparison_is_fetched_and_computed_again_when_a_store_moves(stor
         _fetch(client, url)
         assert len(calls) == 2
         assert client.get("/compare/result?a=nope&b=nope").status_code == 404
+
+
+def test_every_viewer_of_a_live_run_shares_one_look_at_its_store(store, monkeypatch):
+    from longhaul.appliance.console import live
+
+    calls, real = [], live.snapshot
+    monkeypatch.setattr(live, "snapshot", lambda run_dir, running: calls.append(run_dir) or real(run_dir, running))
+    feeds = live.Feeds(interval_s=60.0)
+    run_dir = store / RUN
+    looks = [feeds.look(run_dir, lambda p: True) for _ in range(20)]       # twenty viewers, one interval
+    assert len(calls) == 1 and len(set(looks)) == 1 and looks[0][1] is True
+    feeds = live.Feeds(interval_s=0.0)                                    # every look due: still one snapshot
+    for _ in range(3):                                                    # while the store stands
+        feeds.look(run_dir, lambda p: True)
+    assert len(calls) == 2
+    summary = run_dir / "summary.json"
+    os.utime(summary, ns=(summary.stat().st_atime_ns, summary.stat().st_mtime_ns + 1_000_000_000))
+    feeds.look(run_dir, lambda p: True)
+    assert len(calls) == 3                                                # the store moved
