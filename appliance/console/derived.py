@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 LIMIT = 16            # derived views held; the least recently asked for goes first
-INLINE_WAIT_S = 1.5   # a page waits this long before it leaves the part to be fetched
+INLINE_WAIT_S = 0.5   # a page waits this long before it leaves the part to be fetched
 FETCH_WAIT_S = 10.0   # a fragment request waits this long before it answers "not yet" (202)
 
 

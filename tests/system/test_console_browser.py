@@ -159,3 +159,7 @@ def test_a_slow_run_fetches_its_sections_and_the_planning_and_start_pages_open(b
         assert "day-1" in _open(browser, f"{url}/plans", "plans")
         assert _open(browser, f"{url}/plans/day-1", "plan").count("<svg") >= 2
         assert 'id="start-form"' in _open(browser, f"{url}/start", "start")
+        _open(browser, f"{url}/lab")
+        browser.find_element("id", "check").click()             # `longhaul check` of the config, on request
+        wait_until(lambda: browser.find_elements("id", "check-status"), 120, 0.2, what="the lab's check")
+        assert "valid; 1 profile(s)" in _open(browser, browser.current_url, "lab")
