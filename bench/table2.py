@@ -1,15 +1,19 @@
-"""Seed 000 Table 2 at the paper's scale (issue 16 item 6): the `overlay1-table2` profile, every
-flow 300 s, 3 repeats, through the product's own run path, and the table in the paper's layout
-with the paper's numbers beside ours (the report's own fairness table, reports/render.py).
+"""Seed 000 Tables 2 and 3 at the paper's scale (issue 16 item 6, issue 26 item 4): the
+`overlay1-table2` (Overlay-1) or `overlay2-table3` (Overlay-2) profile, every flow 300 s, 3 repeats,
+through the product's own run path, and the table in the paper's layout with the paper's numbers
+beside ours (the report's own fairness table, reports/render.py).
 
     sudo .venv/bin/python bench/table2.py                    # ~2 h 05 min; writes bench/RESULTS-table2.md
+    sudo .venv/bin/python bench/table2.py --table 3 --work /work/lab-runs/table3
+                                                             # ~2 h 10 min; writes bench/RESULTS-table3.md
+    sudo .venv/bin/python bench/table2.py --table 3 --resume RUN_DIR   # finish an interrupted run
     sudo .venv/bin/python bench/table2.py --from RUN_DIR     # write it from a run already made
     sudo .venv/bin/python bench/table2.py --time-scale 0.2   # a quick look (not the paper's scale)
 
 Besides the table: each trial's figures (so the spread behind a mean is visible), the host's CPU
 steal, the seconds any flow read above the bottleneck's payload ceiling (should be 0), and the
 verification's idle RTT and shaper rate per cell. Why the shared cells differ from the paper is in
-docs/table2.md.
+docs/table2.md (and docs/table3.md).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from longhaul.collectors.live.acked_rate import CONTROL_BYTES
@@ -30,17 +35,33 @@ from longhaul.drivers.jsonlines import json_lines
 from longhaul.reports.rows import FAIRNESS_ROWS, fairness_table
 
 REPO = Path(__file__).resolve().parent.parent
-OUT = Path(__file__).resolve().parent / "RESULTS-table2.md"
-PROFILE = "overlay1-table2"
+HERE = Path(__file__).resolve().parent
 
 
-def run(time_scale: float) -> Path:
-    work = Path(tempfile.mkdtemp(prefix="lh-table2-"))
+@dataclass(frozen=True)
+class PaperTable:
+    number: int
+    profile: str
+    overlay: str          # the lab, as the results file describes it
+
+
+TABLES = {
+    2: PaperTable(2, "overlay1-table2", "Overlay-1: 500 Mb/s bottleneck, 128 ms RTT, 6 MB router queues (0.75 BDP), "
+                                        "1 Gb/s access"),
+    3: PaperTable(3, "overlay2-table3", "Overlay-2: 1 Gb/s bottleneck, 128 ms RTT, 6 MB router queues (0.375 BDP, "
+                                        "the paper could not raise it), 10 Gb/s access"),
+}
+
+
+def run(table: PaperTable, time_scale: float, work: Path | None, resume: Path | None) -> Path:
+    work = work or Path(tempfile.mkdtemp(prefix=f"lh-table{table.number}-"))
+    work.mkdir(parents=True, exist_ok=True)
     (work / "config.toml").write_text(
-        f'[store]\ndir = "runs"\n[run]\nprofiles = ["{PROFILE}"]\nprofile_dir = "{REPO / "profiles"}"\n'
+        f'[store]\ndir = "runs"\n[run]\nprofiles = ["{table.profile}"]\nprofile_dir = "{REPO / "profiles"}"\n'
         '[report]\nformats = ["html"]\n')
+    again = ["--resume", str(resume)] if resume else ["--time-scale", f"{time_scale:g}"]
     res = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", "run", "--config", str(work / "config.toml"),
-                          "--time-scale", f"{time_scale:g}"], stdout=subprocess.PIPE, text=True, cwd=work)
+                          *again], stdout=subprocess.PIPE, text=True, cwd=work)
     if res.returncode != 0:
         raise SystemExit(f"longhaul run exited {res.returncode}")
     return Path(res.stdout.strip().splitlines()[-1])
@@ -58,7 +79,7 @@ def table(cells: list[CellEntry]) -> list[str]:
     notes: list[str] = []
     t = fairness_table(cells, notes)
     if t is None:
-        return ["(no cell of the run carries Table 2's labels)"]
+        return ["(no cell of the run carries the fairness table's labels)"]
     lines = ["| | | " + " | ".join(t["columns"]) + " |", "|---|---|" + "---|" * len(t["columns"])]
     for (mode, role, type_, stream), row in zip(FAIRNESS_ROWS, t["rows"]):
         lines.append(f"| {type_} | {stream} | " + " | ".join(_cell_text(s) for s in row["cells"]) + " |")
@@ -163,20 +184,20 @@ def verification(run_dir: Path, cells: list[dict]) -> list[str]:
     return lines
 
 
-def write(run_dir: Path, wall_s: float | None) -> str:
+def write(table_: PaperTable, run_dir: Path, wall_s: float | None) -> str:
     summary = json.loads((run_dir / "summary.json").read_text())
     manifest = json.loads((run_dir / "manifest.json").read_text())
     cells = summary["cells"]
     scale = manifest.get("time_scale_override") or 1.0
     host = manifest["host"]
     lines = [
-        "# Seed 000 Table 2 at the paper's scale", "",
-        f"Written by `bench/table2.py` from run `{summary['run_id']}` ({manifest['started']} to "
+        f"# Seed 000 Table {table_.number} at the paper's scale", "",
+        f"Written by `bench/table2.py --table {table_.number}` from run `{summary['run_id']}` ({manifest['started']} to "
         f"{manifest.get('finished')}{f', {wall_s / 60:.0f} min' if wall_s else ''}): longhaul "
         f"{manifest['longhaul']['git_revision'][:7]}, kernel {host['kernel']}, delay by {manifest['features'].get('delay')}, "
         f"time scale {scale:g} (1 = the paper's 300 s foreground), {len(cells[0]['trials']) if cells else 0} "
         "repeats per cell.", "",
-        "Overlay-1: 500 Mb/s bottleneck, 128 ms RTT, 6 MB router queues, 1 Gb/s access, `large` buffers; the "
+        f"{table_.overlay}, `large` buffers; the "
         "foreground is one CUBIC iperf3 stream for 300 s, the background starts 10 s later (0 s when dedicated). "
         "Each entry: our mean ± standard deviation over the repeats, Mb/s (the paper's value in brackets). "
         "Per-second figures are what the receiver was delivered (sender tcp_info), so a mean is what crossed "
@@ -186,22 +207,27 @@ def write(run_dir: Path, wall_s: float | None) -> str:
         "## Over time, per flow (the evidence docs/table2.md reads)", "", *evidence(run_dir, cells, scale), "",
         "## UDT's own view (its sender's perfmon, averaged over its seconds)", "", *udt_evidence(run_dir, cells), "",
         "## Verification per cell", "", *verification(run_dir, cells), "",
-        "Why the shared cells differ from the paper, with the evidence: docs/table2.md.", "",
+        f"Why the shared cells differ from the paper, with the evidence: docs/table{table_.number}.md.", "",
     ]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--from", dest="run_dir", type=Path, help="a finished run of the overlay1-table2 profile")
+    ap.add_argument("--table", type=int, choices=sorted(TABLES), default=2)
+    ap.add_argument("--from", dest="run_dir", type=Path, help="a finished run of the table's profile")
+    ap.add_argument("--resume", type=Path, help="finish this interrupted run of the table's profile, then write")
+    ap.add_argument("--work", type=Path, help="the run's folder (default: a new one under /tmp)")
     ap.add_argument("--time-scale", type=float, default=1.0)
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
+    table_ = TABLES[a.table]
     started = time.monotonic()
-    run_dir = a.run_dir or run(a.time_scale)
+    run_dir = a.run_dir or run(table_, a.time_scale, a.work or (a.resume.parent.parent if a.resume else None), a.resume)
     wall = None if a.run_dir else time.monotonic() - started
-    a.out.write_text(write(run_dir, wall))
-    print(a.out)
+    out = a.out or HERE / f"RESULTS-table{table_.number}.md"
+    out.write_text(write(table_, run_dir, wall))
+    print(out)
     return 0
 
 

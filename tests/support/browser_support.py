@@ -2,8 +2,10 @@
 console served by uvicorn in this process (so a test's monkeypatches reach it)."""
 from __future__ import annotations
 
+import os
 import shutil
 import socket
+import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,19 +44,24 @@ def served(store: Path, **settings):
 
 @contextmanager
 def chromium():
+    """Headless chromium; its temporary files (it leaves a folder in TMPDIR per session) go to a
+    folder of this session's, removed at its end."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
+    scratch = tempfile.TemporaryDirectory(prefix="lh-chromium-")
     options = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1360,1000"):
         options.add_argument(arg)
     options.binary_location = CHROMIUM
     options.set_capability("goog:loggingOptions", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    options.add_argument(f"--user-data-dir={scratch.name}/profile")
+    driver = webdriver.Chrome(service=Service(DRIVER, env={**os.environ, "TMPDIR": scratch.name}), options=options)
     try:
         yield driver
     finally:
         driver.quit()
+        scratch.cleanup()
 
 
 def drawn(browser) -> dict[str, int]:
