@@ -40,6 +40,7 @@ LIVE_POLL_S = 0.5           # how often the live stream looks at the store
 HEARTBEAT_S = 15.0          # a comment line that keeps proxies from closing an idle stream
 RECONNECT_MS = 2000         # EventSource's retry after a drop
 PLAN_WAIT_S = 300.0         # a plan's report draws a few figures
+SUITES_WAIT_S = 300.0       # every suite's history, from every run in the store
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 
@@ -55,6 +56,7 @@ class ConsoleSettings:
 
 def create_app(settings: ConsoleSettings, csrf: Csrf | None = None) -> Starlette:
     env = environment(SECTIONS)
+    assert env.loader is not None                     # the report's templates: the console's pages extend them
     env.loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(HERE / "templates"), env.loader])
     console = _Console(settings, env, csrf or Csrf())
     routes = [
@@ -208,7 +210,9 @@ class _Console:
     async def stop(self, request: Request) -> Response:
         await self._operator_post(request)
         path = index.run_dir_or_none(self.settings.store, request.path_params["run"])
-        marker = next((m for m in index.live_runs() if path and m.run_dir.resolve() == path), None)
+        if path is None:
+            raise HTTPException(404, "no such run")
+        marker = next((m for m in index.live_runs() if m.run_dir.resolve() == path), None)
         if marker is None:
             raise HTTPException(409, "the run is not running")
         try:
@@ -242,9 +246,10 @@ class _Console:
 
     async def suites(self, request: Request) -> Response:
         store = self.settings.store
-        views = await run_in_threadpool(
-            lambda: [suites.suite_view(store, name) for name in suites.suite_names(store)])
-        return self.page(request, "suites.html.j2", suites=views)
+        key = ("suites", await run_in_threadpool(index.store_key, store))
+        _, views = await self.derived.within(key, lambda: suites.suite_views(store), SUITES_WAIT_S)
+        schedules = await run_in_threadpool(lambda: {v.name: suites.schedule_of(v.name) for v in views})
+        return self.page(request, "suites.html.j2", suites=views, schedules=schedules)
 
     async def plans(self, request: Request) -> Response:
         listing = await run_in_threadpool(plans.list_plans, self.settings.plans)
@@ -263,7 +268,7 @@ class _Console:
         return HTMLResponse(html)
 
     async def start_page(self, request: Request) -> Response:
-        offered = await run_in_threadpool(starts.startables, self.settings.config) if self.starts else []
+        offered = await run_in_threadpool(starts.startables, self.starts.config) if self.starts else []
         return self.page(request, "start.html.j2", offered=offered, config=self.settings.config,
                          started=list(reversed(self.starts.started)) if self.starts else [])
 

@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from longhaul.collectors.store.format import CALIBRATION_LABEL, MANIFEST, StoreError
+from longhaul.appliance.console.live import files_key
+from longhaul.collectors.store.format import CALIBRATION_LABEL, MANIFEST, SUMMARY, StoreError
 from longhaul.collectors.store.reader import StoredRun, load_store
 from longhaul.hardware import run_marker
 
@@ -97,6 +98,12 @@ def live_runs() -> list[run_marker.Marker]:
 def live_run_dirs() -> set[Path]:
     """The run directories whose longhaul process is alive (hardware/run_marker.py)."""
     return {m.run_dir.resolve() for m in live_runs()}
+
+
+def store_key(root: Path) -> tuple:
+    """What moves when a run is added, removed or written: each run's manifest and summary."""
+    root = Path(root)
+    return files_key(p / name for p in sorted(root.iterdir()) if p.is_dir() for name in (MANIFEST, SUMMARY))
 
 
 def run_names(root: Path) -> list[str]:

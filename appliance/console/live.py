@@ -52,7 +52,7 @@ class LiveSnapshot:
 
 def snapshot(run_dir: Path, live: bool, now: dt.datetime | None = None) -> LiveSnapshot:
     store = load_store(run_dir)
-    cells = store.entries
+    cells = [c for c in store.entries if c.id]          # a cell with no id has no directory to show
     done = sum(c.status not in ("pending", "running", None) for c in cells)
     current = next((c for c in cells if c.status == "running"), None) or next(
         (c for c in cells if c.status in ("pending", None)), None)
@@ -61,15 +61,16 @@ def snapshot(run_dir: Path, live: bool, now: dt.datetime | None = None) -> LiveS
                         eta_s=_eta(store.manifest.started, done, len(cells), now),
                         verification=verification_row(current) if current and current.lab else None,
                         series_of=None)
-    running = _running_trial(Path(run_dir), current.id) if current and live else None
-    if running is not None:                    # the trial under way, second by second (its live.csv)
+    running = _running_trial(Path(run_dir), current.id) if current and current.id and live else None
+    if current is not None and running is not None:    # the trial under way, second by second (its live.csv)
         trial, (rates, rtt) = running
         snap.series_of = f"{current.id} / trial {trial} (running: the senders' delivery rate)"
         snap.throughput = {flow: _points(s) for flow, s in rates.items()}
         snap.rtt = _points(rtt) if rtt is not None else []
         return snap
-    shown = [c for c in ([current] if current else []) + cells[::-1] if c is not None]
+    shown = [c for c in ([current] if current else []) + cells[::-1] if c is not None and c.id]
     for cell in shown:                          # the current cell's newest trial, else the last finished one
+        assert cell.id is not None              # kept above
         trial = _newest_trial(Path(run_dir), cell.id)
         if trial is None:
             continue

@@ -38,13 +38,13 @@ class Schedule:
 
 @dataclass
 class SuiteView:
+    """What the store says of a suite (computed once per state of the store: derived.py); its
+    schedule is asked of systemd on each request (schedule_of)."""
     name: str
     runs: list[str]
     skipped: list[str]
     verdict: str            # the last run against the one before, as `longhaul compare` says
     changes: list[Change] = field(default_factory=list)
-    schedule: Schedule | None = None
-    schedule_note: str = ""
 
 
 def suite_names(store: Path) -> list[str]:
@@ -63,8 +63,11 @@ def suite_view(store: Path, suite: str) -> SuiteView:
                 view.changes.append(Change(f"{scenario_label(series.scenario, series.calibration)}: "
                                            f"{series.metric} {series.unit}".strip(), change.run, shift,
                                            tuple(change.changed)))
-    view.schedule, view.schedule_note = schedule_of(suite)
     return view
+
+
+def suite_views(store: Path) -> list[SuiteView]:
+    return [suite_view(store, name) for name in suite_names(store)]
 
 
 def _verdict(runs) -> str:

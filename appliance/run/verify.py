@@ -121,6 +121,7 @@ def shared(verification: Verification, cell_id: str, rtts: dict[int, IdleRtt | N
     """A lab build's verification (made for `cell_id`) for another cell on the same build, with the
     idle RTTs that cell's re-check measured."""
     probe = rtts.get(probe_pair)
+    assert verification.rtt_ms is not None           # every verification measures the RTT
     return dataclasses.replace(
         verification, shared_from=cell_id,
         rtt_ms=dataclasses.replace(verification.rtt_ms, measured=probe.median_ms if probe else None),
@@ -144,7 +145,8 @@ def verify_once(lab, spec: CellSpec, settings: VerifySection, out_dir: Path, pha
         with phases("verify rtt"):
             rtts = pair_rtts(lab, topo.pairs)
         problems += rtt_problems(rtts, topo.rtt_ms, rtt_tol)
-        measured_rtt = rtts[pair].median_ms if rtts.get(pair) else None
+        probed_rtt = rtts.get(pair)
+        measured_rtt = probed_rtt.median_ms if probed_rtt else None
         if rtts.get(1) is not None:        # where nothing crosses, a rate probe would only wait for its timeout
             try:
                 with phases("verify rate"):

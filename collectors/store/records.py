@@ -275,7 +275,7 @@ def cell_stats(trials: list[TrialSummary]) -> CellStats:
     """Mean, sample std and count of each flow's mean_mbps and of Jain's index over the ok trials
     (one trial has no spread: std 0.0)."""
     good = [t for t in trials if t.ok]
-    names = dict.fromkeys(f.name for t in good for f in t.flows)
+    names = dict.fromkeys(f.name for t in good for f in t.flows if f.name)
     flows = {}
     for name in names:
         stats = mean_std(f.mean_mbps for t in good for f in t.flows if f.name == name)

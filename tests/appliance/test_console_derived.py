@@ -137,3 +137,30 @@ def test_every_viewer_of_a_live_run_shares_one_look_at_its_store(store, monkeypa
     os.utime(summary, ns=(summary.stat().st_atime_ns, summary.stat().st_mtime_ns + 1_000_000_000))
     feeds.look(run_dir, lambda p: True)
     assert len(calls) == 3                                                # the store moved
+
+
+def test_the_suites_history_is_computed_once_per_state_of_the_store_and_the_schedule_each_time(tmp_path, monkeypatch):
+    import shutil as sh
+
+    from console_fixtures import as_suite_run
+
+    from longhaul.appliance.console import suites
+
+    store = console_store(tmp_path / "store")
+    as_suite_run(store / RUN)
+
+    histories, schedules = [], []
+    real_views, real_schedule = suites.suite_views, suites.schedule_of
+    monkeypatch.setattr(suites, "suite_views", lambda root: histories.append(1) or real_views(root))
+    monkeypatch.setattr(suites, "schedule_of", lambda name: schedules.append(name) or real_schedule(name))
+    with TestClient(create_app(ConsoleSettings(store))) as client:
+        client.get("/suites")
+        client.get("/suites")
+        assert len(histories) == 1
+        sh.copytree(store / RUN, store / "20240611-101500-a1b2c9")          # a run is added
+        try:
+            client.get("/suites")
+        finally:
+            sh.rmtree(store / "20240611-101500-a1b2c9")
+    assert len(histories) == 2
+    assert real_views(store) and len(schedules) == 3 * len(real_views(store))     # systemd asked each time
