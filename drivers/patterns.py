@@ -62,8 +62,14 @@ def _one_burst(flow: Flow) -> list[Burst]:
     return [Burst(0, flow.start_s, flow.duration_s, flow.bytes)]
 
 
+def _given(value: float | None) -> float:
+    """A key the pattern needs: present in any flow the schema let through (pattern_problem)."""
+    assert value is not None
+    return value
+
+
 def _repeated(on: float, off: float, flow: Flow) -> list[Burst]:
-    end = flow.start_s + flow.duration_s
+    end = flow.start_s + _given(flow.duration_s)          # a repeated pattern is timed
     out: list[Burst] = []
     t = flow.start_s
     # bursts shorter than this are not worth a connection; they only add setup noise
@@ -74,11 +80,11 @@ def _repeated(on: float, off: float, flow: Flow) -> list[Burst]:
 
 
 def _burst_shorter(flow: Flow) -> str | None:
-    return "burst_s must be shorter than every_s" if flow.burst_s >= flow.every_s else None
+    return "burst_s must be shorter than every_s" if _given(flow.burst_s) >= _given(flow.every_s) else None
 
 
 def _min_below_max(flow: Flow) -> str | None:
-    return "min_mbps must be below max_mbps" if flow.min_mbps >= flow.max_mbps else None
+    return "min_mbps must be below max_mbps" if _given(flow.min_mbps) >= _given(flow.max_mbps) else None
 
 
 @dataclass(frozen=True)
@@ -111,13 +117,14 @@ class Pattern:
 
 PATTERNS: dict[str, Pattern] = {p.name: p for p in (
     Pattern("constant", _one_burst, timed=False),
-    Pattern("square", lambda f: _repeated(f.on_s, f.off_s, f), ("on_s", "off_s"), "on_s and off_s"),
-    Pattern("bursty", lambda f: _repeated(f.burst_s, f.every_s - f.burst_s, f), ("burst_s", "every_s"),
+    Pattern("square", lambda f: _repeated(_given(f.on_s), _given(f.off_s), f), ("on_s", "off_s"), "on_s and off_s"),
+    Pattern("bursty", lambda f: _repeated(_given(f.burst_s), _given(f.every_s) - _given(f.burst_s), f),
+            ("burst_s", "every_s"),
             "burst_s (x) and every_s (y)", problem=_burst_shorter),
     # one burst whose paced source follows f(t) (drivers/paced_udp.py), which sets its own rate
     Pattern(SINUSOID, _one_burst, ("min_mbps", "max_mbps", "period_s"), "min_mbps, max_mbps and period_s",
             excludes=("udp_rate_mbps",), problem=_min_below_max,
-            shape=lambda f: Shape(SINUSOID, f.min_mbps, f.max_mbps, f.period_s)),
+            shape=lambda f: Shape(SINUSOID, _given(f.min_mbps), _given(f.max_mbps), _given(f.period_s))),
 )}
 
 
@@ -151,7 +158,5 @@ def span(flow: Flow) -> tuple[float, float | None]:
 
 
 def on_seconds(flow: Flow) -> float | None:
-    planned = bursts(flow)
-    if any(b.duration_s is None for b in planned):
-        return None
-    return sum(b.duration_s for b in planned)
+    durations = [b.duration_s for b in bursts(flow)]
+    return None if None in durations else sum(d for d in durations if d is not None)
