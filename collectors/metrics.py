@@ -9,7 +9,7 @@ from collections.abc import Iterable
 import numpy as np
 
 
-def jain(values: Iterable[float]) -> float | None:
+def jain(values: Iterable[float | None]) -> float | None:
     """Jain's index, seed 000 equation (1): (sum x)^2 / (n * sum x^2); None with fewer than 2."""
     xs = np.asarray([v for v in values if v is not None], dtype=float)
     if xs.size < 2:

@@ -9,7 +9,7 @@ import time
 from dataclasses import replace
 
 from longhaul.appliance.run.trial import endpoints
-from longhaul.appliance.run.trial.plan import FlowRun, Launch, events, planned_end
+from longhaul.appliance.run.trial.plan import Chooser, FlowRun, Launch, events, planned_end
 from longhaul.appliance.run.trial.state import Trial
 from longhaul.hardware.host_watch import HostWatch
 
@@ -31,12 +31,13 @@ def drive(trial: Trial, t0: float, on_tick, watch: HostWatch) -> None:
             _, _, kind, run, launch = pending.pop(0)
             if kind == "server":
                 launch.server_spec = run.tool.server(launch.spec)
-                launch.server = endpoints.launch_server(lab, run, launch.server_spec, launch.server_raw)
+                if launch.server_spec is not None:        # a tool may need no receiver of its own
+                    launch.server = endpoints.launch_server(lab, run, launch.server_spec, launch.server_raw)
                 continue
-            if launch.server is not None:
+            if launch.server is not None and launch.server_spec is not None:
                 endpoints.wait_ready(lab, run, launch.server, launch.server_spec)
             if run.chooser is not None:
-                _choose(run, launch, probe, round(time.monotonic() - t0, 3))
+                _choose(run, run.chooser, launch, probe, round(time.monotonic() - t0, 3))
             launch.proc = lab.executor(run.sender).start(
                 endpoints.with_cca(run, run.tool.client(launch.spec), launch.spec.cca),
                 label=f"{run.tool.name}-{run.flow.name}-b{launch.burst.index}",
@@ -45,9 +46,9 @@ def drive(trial: Trial, t0: float, on_tick, watch: HostWatch) -> None:
             # a burst that started late (its server slow to get ready: an NFS export on a TCG VM
             # took 26 s) moves its end, and the deadline, by as much
             late = max(late, launch.launched_s - launch.launch_at)
-        running = [l for r in runs for l in r.launches if l.proc and l.exited_s is None]
-        for launch in running:
-            if launch.proc.poll() is not None:
+        running = [(l, proc) for r in runs for l in r.launches if (proc := l.proc) and l.exited_s is None]
+        for launch, proc in running:
+            if proc.poll() is not None:
                 launch.exited_s = round(time.monotonic() - t0, 3)
         if not pending and all(l.exited_s is not None for r in runs for l in r.launches) and now - t0 >= probe_s:
             return
@@ -61,7 +62,7 @@ def drive(trial: Trial, t0: float, on_tick, watch: HostWatch) -> None:
         time.sleep(max(0.0, min(until_next, 0.05)))
 
 
-def _choose(run: FlowRun, launch: Launch, probe, t_s: float) -> None:
-    cca, note = run.chooser(launch.burst, probe.so_far())
+def _choose(run: FlowRun, chooser: Chooser, launch: Launch, probe, t_s: float) -> None:
+    cca, note = chooser(launch.burst, probe.so_far())
     launch.spec = replace(launch.spec, cca=cca)
     run.decisions.append([run.flow.name, launch.burst.index, t_s, cca, json.dumps(note, sort_keys=True)])

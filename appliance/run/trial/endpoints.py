@@ -63,6 +63,8 @@ def start_shared_servers(lab, runs: list[FlowRun], raw: Path) -> list[Process]:
             continue
         for port in run.ports:
             server_spec = run.tool.server(replace(run.launches[0].spec, port=port))
+            if server_spec is None:                      # a tool may need no receiver of its own
+                continue
             out = raw / f"{run.flow.name}-server-{port}.json"
             started.append((run, server_spec, launch_server(lab, run, server_spec, out)))
     try:

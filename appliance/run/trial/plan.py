@@ -63,8 +63,9 @@ class FlowRun:
     decisions: list[list] = field(default_factory=list)
 
     @property
-    def completed(self) -> list[Launch]:
-        return [launch for launch in self.launches if launch.result is not None]
+    def completed(self) -> list[tuple[Launch, Result]]:
+        """The bursts that gave a result, each with it."""
+        return [(launch, result) for launch in self.launches if (result := launch.result) is not None]
 
     @property
     def ports(self) -> list[int]:

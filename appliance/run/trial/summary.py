@@ -27,6 +27,7 @@ from longhaul.collectors.store.format import (
 )
 from longhaul.collectors.store.records import CollectorCounts, FlowResult, RttStats, TrialSummary
 from longhaul.core.tables import write_csv
+from longhaul.drivers.result import Result
 from longhaul.hardware.path_rtt import below_floor
 
 log = logging.getLogger(__name__)
@@ -58,17 +59,17 @@ def _read_result(run: FlowRun, launch: Launch) -> str | None:
     text = launch.raw.read_text(errors="replace") if launch.raw.exists() else ""
     server_text = launch.server_raw.read_text(errors="replace") if launch.server_raw.exists() else ""
     try:
-        launch.result = run.tool.parse(text, server_text, launch.spec)
+        launch.result = result = run.tool.parse(text, server_text, launch.spec)
     except ValueError as exc:
         err_path = launch.raw.with_suffix(".err")
         stderr = err_path.read_text(errors="replace").strip()[:300] if err_path.exists() else ""
         return f"burst {launch.burst.index}: no {run.tool.name} result ({exc}); stderr: {stderr}"
-    return f"burst {launch.burst.index}: {launch.result.error}" if launch.result.error else None
+    return f"burst {launch.burst.index}: {result.error}" if result.error else None
 
 
-def _throughput_rows(name: str, launch: Launch) -> list[list]:
+def _throughput_rows(name: str, launch: Launch, result: Result) -> list[list]:
     rows = []
-    for iv in launch.result.intervals:
+    for iv in result.intervals:
         t_s = round(launch.burst.start_s + iv.end_s, 3)
         rows.append([t_s, name, "all", round(mbps(iv.bytes, iv.seconds) or 0.0, 3)])
         rows += [[t_s, name, k, round(mbps(nbytes, iv.seconds) or 0.0, 3)] for k, nbytes in enumerate(iv.streams)]
@@ -87,14 +88,15 @@ def summarise(trial: Trial) -> TrialSummary:
             error = _read_result(run, launch)
             if error:
                 run.errors.append(error)
-            if launch.result is not None and not run.tool.counts_arrivals:
-                launch.result.receiver_intervals = ARRIVALS[run.flow.protocol](launch, trial)
-                launch.result.sender_intervals = []
-            if launch.result is not None and run.flow.protocol == "tcp" and launch.result.retransmits is None:
-                launch.result.retransmits = acked_rate.retransmits(sampler.samples, launch.spec.port,
-                                                                   launch.burst.start_s)
-            if launch.result is not None:
-                throughput_rows += _throughput_rows(run.flow.name, launch)
+            result = launch.result
+            if result is None:
+                continue
+            if not run.tool.counts_arrivals:
+                result.receiver_intervals = ARRIVALS[run.flow.protocol](launch, trial)
+                result.sender_intervals = []
+            if run.flow.protocol == "tcp" and result.retransmits is None:
+                result.retransmits = acked_rate.retransmits(sampler.samples, launch.spec.port, launch.burst.start_s)
+            throughput_rows += _throughput_rows(run.flow.name, launch, result)
     topology = spec.cell.topology
     above = seconds_above(throughput_rows, payload_ceiling_mbps(topology.bottleneck_rate_mbps, topology.mtu,
                                                                 {r.flow.protocol for r in runs}))
@@ -141,11 +143,12 @@ def _observed_cca(samples, flow: str) -> list[str] | None:
 
 def _flow_result(run: FlowRun, observed_cca: list[str] | None) -> FlowResult:
     flow = run.flow
-    results = [launch.result for launch in run.completed]
+    completed = run.completed
+    results = [result for _, result in completed]
     received = sum(r.bytes_received for r in results)
     on_s = sum(r.seconds for r in results)
     first = min((l.burst.start_s for l in run.launches), default=0.0)
-    last = max((l.burst.start_s + l.result.seconds for l in run.completed), default=first)
+    last = max((l.burst.start_s + r.seconds for l, r in completed), default=first)
     retrans = [r.retransmits for r in results if r.retransmits is not None]
     lost = [r.lost_percent for r in results if r.lost_percent is not None]
     return FlowResult(
