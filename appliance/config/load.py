@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from longhaul.appliance.config.profiles import Profile, find_profile, load_profile
-from longhaul.collectors.store.influx.settings import Credential, InfluxSettings, resolve_credential
+from longhaul.collectors.store.influx.settings import NO_CREDENTIAL, Credential, InfluxSettings, resolve_credential
 from longhaul.core.errors import ConfigError, SettingError
 from longhaul.core.model import Strict
 from longhaul.core.tomlsource import load
@@ -75,7 +75,7 @@ class Config:
     time_scale: float | None = None       # the command line's override, if any
     profile_dir_override: Path | None = None
     lab: Any = None                       # the backend's resolved settings (its configure())
-    influx_credential: Credential | None = None   # [store] influx's, from the environment or its file
+    influx_credential: Credential = NO_CREDENTIAL   # [store] influx's, from the environment or its file
 
     @property
     def backend(self) -> Backend:
@@ -121,9 +121,9 @@ def load_config(path: Path, profile_names: list[str] | None = None, time_scale: 
                   influx_credential=credential)
 
 
-def _influx_credential(path: Path, source, settings: InfluxSettings | None) -> Credential | None:
+def _influx_credential(path: Path, source, settings: InfluxSettings | None) -> Credential:
     if settings is None:
-        return None
+        return NO_CREDENTIAL
     try:
         return resolve_credential(settings, path.parent)
     except SettingError as exc:

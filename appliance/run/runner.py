@@ -73,7 +73,7 @@ class Runner:
         self.failed_cells: set[str] = set()
         self.choosers = choosers
         self.store: FileRunWriter | None = resume
-        self._session: Session | None = None
+        self._session: Session                      # set when run() has opened the backend's session
         self._lab: Lab | None = None
         self._lab_key: tuple | None = None
         self._lab_cleanup: CleanupStack | None = None
@@ -107,13 +107,16 @@ class Runner:
 
     def _run(self, session, run_id: str, tag: str) -> FileRunWriter:
         cells = plan(self.config)
-        resuming = self.store is not None
-        store = self.store if resuming else self._new_store(session, cells, run_id)
-        if resuming:
+        if self.store is not None:                # resumed
+            store = self.store
             self._attach_influx(store)
             store.resumed()
+        else:
+            store = self._new_store(session, cells, run_id)
         order = store.manifest.order
-        jobs = schedule(cells, order.mode, order.seed, store.done_trials())
+        if order is None:
+            raise RunError(f"{store.dir}: its manifest has no run order (not a run this longhaul can resume)")
+        jobs = schedule(cells, order.mode or "sequential", order.seed, store.done_trials())
         run_log = _file_handler(store.dir / RUN_LOG)
         logging.getLogger().addHandler(run_log)
         status = "failed"
@@ -173,7 +176,7 @@ class Runner:
         remaining = {c.spec.id: sum(1 for j in jobs if j.spec.id == c.spec.id) for c in cells}
         for number, job in enumerate(jobs, start=1):
             spec = job.spec
-            if spec.id in self.failed_cells and store.entry(spec.id) and store.entry(spec.id).status == "refused":
+            if spec.id in self.failed_cells and (known := store.entry(spec.id)) and known.status == "refused":
                 continue
             lab = self._ensure_lab(spec, store, tag)
             entry = store.entry(spec.id) or store.begin_cell(cell_entry(spec))
@@ -239,11 +242,13 @@ class Runner:
         build = self._build_verified
         if build and (build.build, build.calibration) != (self._labs_built, bool(spec.labels.get(CALIBRATION_LABEL))):
             build = None
-        if known or build:
+        reference = known or (build.record if build else None)
+        tolerance = reference.tolerance.rtt_ms if reference and reference.tolerance else None
+        if tolerance is not None:
             with self.phases("verify rtt"):
                 rtts = pair_rtts(lab, spec.cell.topology.pairs)
-            if not rtt_problems(rtts, spec.cell.topology.rtt_ms, (known or build.record).tolerance.rtt_ms):
-                if not known:
+            if not rtt_problems(rtts, spec.cell.topology.rtt_ms, tolerance):
+                if not known and build:
                     mine = shared(build.record, build.cell_id, rtts, spec.cell.probe.pair)
                     store.record_verification(entry, mine)
                     self.progress.verified(mine)
@@ -272,8 +277,8 @@ class Runner:
                                       _offloads(spec)))
         workdir = store.dir / LAB_DIR / f"lab-{self._labs_built}"
         workdir.mkdir(parents=True, exist_ok=True)
-        self._lab_cleanup = CleanupStack()
-        lab = self._session.lab(wanted, f"{tag}{self._labs_built}", self._lab_cleanup, workdir)
+        self._lab_cleanup = cleanup = CleanupStack()
+        lab = self._session.lab(wanted, f"{tag}{self._labs_built}", cleanup, workdir)
         self.progress.message(f"building lab {lab.topo.tag}: {topo.pairs} pair(s), {topo.bottleneck_rate_mbps:g} Mb/s, "
                               f"{topo.rtt_ms:g} ms, queue {topo.queue_bytes} B, delay by {self._session.features.delay}")
         self._lab, self._lab_key = lab, lab_key(spec)
@@ -284,7 +289,7 @@ class Runner:
             self._write_tuning(lab)
         with self.phases("fingerprint"):
             self._take_fingerprint(lab, store, workdir.name)
-        self._start_telegraf(lab, store, workdir)
+        self._start_telegraf(lab, store, workdir, cleanup)
         return lab
 
     def _take_fingerprint(self, lab, store: FileRunWriter, lab_name: str) -> None:
@@ -300,7 +305,7 @@ class Runner:
             self.progress.message(f"no environment fingerprint of {', '.join(failed)} ({next(iter(failed.values()))}); "
                                   "the run goes on")
 
-    def _start_telegraf(self, lab, store: FileRunWriter, workdir: Path) -> None:
+    def _start_telegraf(self, lab, store: FileRunWriter, workdir: Path, cleanup: CleanupStack) -> None:
         """Telegraf on every host of the lab, for as long as the lab stands (docs/telemetry.md)."""
         influx = self.config.data.store.influx
         if influx is None or not influx.telegraf:
@@ -308,7 +313,7 @@ class Runner:
         # not the controller's kernel: on ssh and qemu labs the hosts run their own
         tags = {k: v for k, v in run_tags(store.manifest).items() if k not in ("run", "kernel")}
         fleet = TelegrafFleet(lab, store.run_id, spool_dir(store.dir), tags, influx.telegraf_interval_s, work_dir=workdir)
-        self._lab_cleanup.push("stop telegraf", fleet.stop)
+        cleanup.push("stop telegraf", fleet.stop)
         for host, problem in fleet.start().items():
             self.progress.message(f"telegraf on {host}: {problem}; the run goes on without that host's telemetry")
 

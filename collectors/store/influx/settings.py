@@ -85,6 +85,9 @@ class Credential:
     source: str                 # where it came from, for messages ("$LONGHAUL_INFLUX_TOKEN", a path)
 
 
+NO_CREDENTIAL = Credential(None, "nowhere")     # a config without [store] influx
+
+
 def resolve_credential(settings: InfluxSettings, config_dir: Path, environ=os.environ) -> Credential:
     """The credential from the file (if named) or the environment; SettingError for a named file
     that cannot be read or is empty. An unset variable is no credential: the server decides at
