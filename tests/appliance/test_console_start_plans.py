@@ -16,7 +16,9 @@ from starlette.testclient import TestClient
 from longhaul.appliance.console import starts as starts_mod
 from longhaul.appliance.console.app import ConsoleSettings, create_app
 from longhaul.appliance.console.auth import Csrf, User, Users, hash_password
+from longhaul.hardware import run_marker
 
+RUN_ID = "20240611-101500-a1b2c3"
 PROFILE = '[topology]\npairs = 1\n[[flows]]\nname = "fg"\nrole = "foreground"\ncca = "cubic"\nduration_s = 5\n'
 SUITE = (PROFILE.replace("[topology]\n", "[topology]\naccess_rate_mbps = 1000\nbottleneck_rate_mbps = 100\n")
          + '[[scenarios]]\nname = "calibration"\ncalibration = true\nflows = ["fg"]\n'
@@ -75,7 +77,14 @@ def test_starting_needs_an_operator_a_token_and_a_known_profile(store, lab, tmp_
     assert not list((tmp_path / "logs").glob("*.log"))             # nothing was started
 
 
-def test_a_start_is_a_process_of_the_console_s_own_with_its_output_kept(store, lab, tmp_path, monkeypatch):
+@pytest.fixture
+def no_live_run(monkeypatch):
+    """No run live on this controller, whatever else runs on the machine meanwhile."""
+    monkeypatch.setattr(starts_mod, "live_runs", lambda: [])
+
+
+def test_a_start_is_a_process_of_the_console_s_own_with_its_output_kept(store, lab, tmp_path, monkeypatch,
+                                                                        no_live_run):
     # the run's own command is replaced by one that is refused as a bad config is (exit 2), so the
     # console's part is tested without a lab: the argv, the process, its log and its status
     argv_seen, real = [], starts_mod.Starts.argv
@@ -100,7 +109,7 @@ def test_a_start_is_a_process_of_the_console_s_own_with_its_output_kept(store, l
     assert (tmp_path / "logs" / "start-1-nightly.log").read_text().startswith("profiles/one.toml:3")
 
 
-def test_one_lab_run_at_a_time_and_the_console_ends_what_it_started(store, lab, tmp_path, monkeypatch):
+def test_one_lab_run_at_a_time_and_the_console_ends_what_it_started(store, lab, tmp_path, monkeypatch, no_live_run):
     monkeypatch.setattr(starts_mod, "FOUND_WAIT_S", 0.2)
     monkeypatch.setattr(starts_mod.Starts, "argv", lambda self, kind, name: [
         sys.executable, "-c", "import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(130)); time.sleep(60)"])
@@ -111,6 +120,11 @@ def test_one_lab_run_at_a_time_and_the_console_ends_what_it_started(store, lab, 
         runner.start("profile", "one")
     runner.close()                                                  # as the console's shutdown does
     assert first.status == 130
+    # a run live on the controller that this console did not start refuses a start too
+    marker = run_marker.Marker("abc123", 4242, store / RUN_ID)
+    monkeypatch.setattr(starts_mod, "live_runs", lambda: [marker])
+    with pytest.raises(starts_mod.StartRefused, match=f"a run is live on this controller \\({RUN_ID}, pid 4242\\)"):
+        runner.start("profile", "one")
 
 
 def test_the_planning_page_lists_plans_and_shows_each_as_its_report(store, tmp_path):
