@@ -16,6 +16,7 @@ from longhaul.appliance.cli.app import main
 from longhaul.collectors.store.reader import load_store
 from longhaul.collectors.studies.throughput_profile import section as profile_section
 from longhaul.collectors.studies.throughput_profile import study
+from longhaul.collectors.studies.throughput_profile.paper import paper_tau_t
 from longhaul.reports.render import render_section
 
 TESTS = Path(__file__).parents[1]
@@ -192,7 +193,11 @@ def test_section_and_cli_read_one_analysis(capsys, run_dir, monkeypatch):
     streams = sorted({t["streams"] for t in doc["transitions"]})
     for t in doc["transitions"]:
         mark = {"concave": "≥ ", "convex": "≤ "}.get(t["kind"], "")
-        assert shown[(t["cca"], t["buffer"])][streams.index(t["streams"])] == f"{mark}{t['tau_t_ms']:g}"
+        ours, _, paper = shown[(t["cca"], t["buffer"])][streams.index(t["streams"])].partition(" (")
+        assert ours == f"{mark}{t['tau_t_ms']:g}"
+        given = paper_tau_t(t["cca"], t["buffer"], t["streams"])       # seed 001's text, beside ours
+        assert paper == ("" if given is None else f"{given:g})")
+    assert any(paper_tau_t(t["cca"], t["buffer"], t["streams"]) for t in doc["transitions"])
 
 
 def test_section_escapes_stored_names(tmp_path):

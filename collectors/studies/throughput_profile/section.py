@@ -29,6 +29,7 @@ from longhaul.collectors.studies.throughput_profile.analysis import (
     load_trace,
     trials_from_store,
 )
+from longhaul.collectors.studies.throughput_profile.paper import PAPER_TAU_T, paper_tau_t
 from longhaul.collectors.studies.throughput_profile.study import ProfileAnalysis, analyse
 from longhaul.collectors.studies.throughput_profile.transport_selection import selection_table, table_rtts
 from longhaul.reports.fmt import DASH
@@ -88,7 +89,8 @@ def _context(a: ProfileAnalysis) -> dict:
         "tau": _tau_table(fits, ccas, buffers, streams),
         "tau_figure": figure(_tau_plot(fits, ccas, buffers, streams),
                              "Transition RTT tauT vs stream count per buffer (as seed 001 Figure 10): the "
-                             "profile is concave up to tauT and convex beyond it."),
+                             "profile is concave up to tauT and convex beyond it. Hollow squares, dotted: "
+                             "seed 001's CUBIC values as its text gives them (section 2.3)."),
         "fit_figures": [figure(_fit_plot(cca, fits, buffers, streams),
                                f"{cca}: scaled profile (throughput / {scale:.0f} Mb/s) with the concave "
                                f"sigmoid fit (solid) up to tauT and the convex fit (dashed) from it; dotted "
@@ -138,7 +140,8 @@ def _selection(profiles, rtts) -> list[dict]:
 
 
 def _tau_table(fits, ccas, buffers, streams) -> dict:
-    """tauT per (cca, buffer) row and stream-count column; "≥"/"≤" mark a one-sided profile."""
+    """tauT per (cca, buffer) row and stream-count column; "≥"/"≤" mark a one-sided profile; in
+    brackets seed 001's value where its text gives one (paper.py)."""
     rows = []
     for cca in ccas:
         for b in buffers:
@@ -146,7 +149,8 @@ def _tau_table(fits, ccas, buffers, streams) -> dict:
             for n in streams:
                 f = _lookup(fits, cca, b, n)
                 mark = "" if f is None else {"concave": "≥ ", "convex": "≤ "}.get(f.kind, "")
-                cells.append(DASH if f is None else f"{mark}{f.tau_t_ms:g}")
+                paper = paper_tau_t(cca, b, n)
+                cells.append((DASH if f is None else f"{mark}{f.tau_t_ms:g}") + ("" if paper is None else f" ({paper:g})"))
             rows.append({"cca": cca, "buffer": b, "cells": cells})
     return {"streams": [f"{n} stream{'s' * (n > 1)}" for n in streams], "rows": rows}
 
@@ -263,9 +267,13 @@ def _tau_plot(fits, ccas, buffers, streams) -> str:
     with _figure(len(ccas)) as (fig, axes):
         for ax, cca in zip(axes, ccas):
             for k, b in enumerate(buffers):
+                color = PALETTE[k % len(PALETTE)]
                 pts = sorted((c.streams, f.tau_t_ms) for c, f in fits.items() if c.cca == cca and c.buffer == b)
                 if pts:
-                    ax.plot(*zip(*pts), "o-", ms=4, lw=1, color=PALETTE[k % len(PALETTE)], label=b)
+                    ax.plot(*zip(*pts), "o-", ms=4, lw=1, color=color, label=b)
+                paper = sorted((n, v) for n, v in PAPER_TAU_T.get((cca, b), {}).items() if n in streams)
+                if pts and paper:                 # seed 001's text, where it gives values
+                    ax.plot(*zip(*paper), "s:", ms=4, lw=0.8, color=color, mfc="none", label=f"{b}, seed 001")
             ax.set_xticks(streams)
             _label(ax, cca, "parallel streams", "tauT (ms)")
             ax.legend(title="buffer", fontsize=6.5, frameon=False)
