@@ -7,7 +7,7 @@ from pathlib import Path
 
 from longhaul.appliance.cli.progress import Progress
 from longhaul.appliance.config.load import load_config
-from longhaul.appliance.ops.experiments import record_dataset, run_fig29
+from longhaul.appliance.ops.experiments import record_dataset, resume_recording, run_fig29
 from longhaul.appliance.ops.lab import load_ops_lab
 from longhaul.collectors.studies.ops.dataset import BACKGROUND_CLASSES
 from longhaul.collectors.studies.ops.decision import KNOWN_CCAS
@@ -17,15 +17,20 @@ from longhaul.collectors.studies.ops.model import load as load_model
 from longhaul.collectors.studies.ops.paper import SCHEMES
 from longhaul.core.errors import ConfigError
 
+PROBING_DEFAULT = "passive,active"
+
 DEFAULT_LAB = Path("profiles/ops/lab.toml")
 
 
 def add_parsers(ops_sub) -> None:
     record = ops_sub.add_parser("record", help="record labelled RTT time series of the background classes")
     record.add_argument("--lab", type=Path, default=DEFAULT_LAB, help="OPS lab declaration (TOML)")
-    record.add_argument("--out", type=Path, required=True, help="dataset CSV to write (a .json sidecar goes beside)")
+    record.add_argument("--out", type=Path, help="dataset CSV to write (a .json sidecar goes beside)")
+    record.add_argument("--resume", type=Path, metavar="DATASET",
+                        help="finish this interrupted recording on the same lab (its classes and modes; "
+                             "--lab must be the one it began with)")
     record.add_argument("--duration", type=float, help="seconds per class and probing mode")
-    record.add_argument("--probing", default="passive,active", help="passive, active or both (comma-separated)")
+    record.add_argument("--probing", default=PROBING_DEFAULT, help="passive, active or both (comma-separated)")
     record.add_argument("--classes", help="comma-separated subset of the classes (default: all six)")
     record.add_argument("--config", type=Path, default=Path("config.toml"),
                         help="the lab backend, verification and store settings (defaults when it does not exist)")
@@ -59,6 +64,15 @@ def _lab_spec(path: Path):
 
 def cmd_record(args: argparse.Namespace) -> int:
     spec = _lab_spec(args.lab)
+    if (args.out is None) == (args.resume is None):
+        raise ConfigError.option("--out", args.out, "a dataset to write (--out) or one to finish (--resume), one of them")
+    if args.resume is not None:
+        if args.duration or args.classes or args.probing != PROBING_DEFAULT:
+            raise ConfigError.option("--resume", str(args.resume), "alone: a resumed recording keeps its own "
+                                     "classes, probing modes and duration")
+        out, _ = resume_recording(spec, args.resume, Progress())
+        print(out)
+        return 0
     if args.duration:
         spec = spec.model_copy(update={"record": spec.record.model_copy(update={"duration_s": args.duration})})
     modes = [m for m in args.probing.split(",") if m]

@@ -7,6 +7,7 @@ the verification tolerances and where runs are stored."""
 
 from __future__ import annotations
 
+import json
 import platform
 import tempfile
 from dataclasses import dataclass
@@ -16,16 +17,21 @@ from longhaul.appliance.config.load import Config, load_config
 from longhaul.appliance.ops import plans
 from longhaul.appliance.ops.lab import OpsLabFile, active_plan
 from longhaul.appliance.run.runner import Runner
+from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store.manifest import RunManifest
 from longhaul.collectors.store.reader import load_store
+from longhaul.collectors.store.writer import FileRunWriter
 from longhaul.collectors.studies.ops import dataset as ops_dataset
 from longhaul.collectors.studies.ops import lab_runs
 from longhaul.collectors.studies.ops.chooser import OpsChooser
-from longhaul.core.errors import RunError
+from longhaul.core.errors import ConfigError, RunError
 from longhaul.core.tables import write_csv, write_json
 from longhaul.hardware.cleanup import Interrupted
 
 DEFAULT_CONFIG = "[lab]\nbackend = \"netns\"\n"
+# What a resumed recording must share with its first sitting (lab_conditions' keys): the same lab
+# file's topology, roles and active probing, on the same backend and kernel.
+SAME_LAB = ("topology", "queue_bytes", "roles", "active_profile", "backend", "kernel")
 
 
 @dataclass
@@ -51,26 +57,34 @@ def _run(config_path: Path | None, profile_name: str, text: str, plan: dict, out
             config_path = Path(tmp) / "config.toml"
             config_path.write_text(DEFAULT_CONFIG)
         config: Config = load_config(config_path, [profile_name], profile_dir=Path(tmp))
-        runner = Runner(config, progress, out_root, choosers=choosers)
-        failure = None
-        try:
-            runner.run()
-        except (RunError, Interrupted) as exc:
-            if runner.store is None:           # nothing was stored: nothing to read back
-                raise
-            failure = exc
+        return _finish(Runner(config, progress, out_root, choosers=choosers), plan, after)
+
+
+def _finish(runner: Runner, plan: dict | None = None, after=None) -> OpsRun:
+    """Run it (or the rest of a resumed one); the plan (a new run's) goes into the run, and
+    `after(run_dir)` reads the stored results back, also when the run was cut short."""
+    failure = None
+    try:
+        runner.run()
+    except (RunError, Interrupted) as exc:
+        if runner.store is None:           # nothing was stored: nothing to read back
+            raise
+        failure = exc
     store = runner.store
-    lab_runs.write_plan(store.dir, plan)
+    assert store is not None                 # run() made it, or the except above re-raised
+    if plan is not None:
+        lab_runs.write_plan(store.dir, plan)
     if after is not None:
         after(store.dir)
     return OpsRun(store.dir, store.manifest.status or "failed", failure)
 
 
-def lab_conditions(spec: OpsLabFile, manifest: RunManifest) -> dict:
-    """The recording's conditions, as `ops merge` and `ops evaluate --test` compare them."""
+def lab_conditions(spec: OpsLabFile, manifest: RunManifest, kernel: str | None = None) -> dict:
+    """The recording's conditions, as `ops merge` and `ops evaluate --test` compare them (kernel:
+    the one running now instead of the one the run began on)."""
     return {"topology": spec.topology.model_dump(), "queue_bytes": spec.topology.queue_bytes,
             "roles": spec.roles.model_dump(), "active_profile": [s.model_dump() for s in spec.active_profile],
-            "kernel": manifest.host.kernel or platform.release(),
+            "kernel": kernel or manifest.host.kernel or platform.release(),
             "features": manifest.features, "tools": manifest.tools,
             "backend": manifest.backend, "delay": (manifest.features or {}).get("delay"),
             "run": manifest.run_id}
@@ -85,13 +99,50 @@ def record_dataset(spec: OpsLabFile, classes: dict[str, list[str]], modes: list[
     out_csv = Path(out_csv)
     run = _run(config_path, plans.RECORD_PROFILE, text, plan, out_csv.parent / f"{out_csv.stem}-lab", progress,
                after=lambda run_dir: write_recording(spec, classes, modes, run_dir, out_csv))
+    return out_csv, _raised(run, out_csv)
+
+
+def _raised(run: OpsRun, out_csv: Path) -> OpsRun:
+    """The recording run when it completed; else what cut it short, raised, saying how to go on."""
     if isinstance(run.failure, Interrupted):
         raise run.failure
     if run.status != "complete":
         why = f" ({run.failure})" if run.failure is not None else ""
         raise RunError(f"the recording run {run.run_dir} ended {run.status}{why}; the classes it finished are in "
-                       f"{out_csv}") from run.failure
-    return out_csv, run
+                       f"{out_csv}; `longhaul ops record --resume {out_csv}` records the rest") from run.failure
+    return run
+
+
+def resume_recording(spec: OpsLabFile, out_csv: Path, progress) -> tuple[Path, OpsRun]:
+    """Finish an interrupted or failed recording (`ops record --resume DATASET`): the classes its
+    run did not finish run on the same lab, from the run's own snapshot of its config and profile,
+    after its conditions are checked against the lab file's and this machine's (ConfigError naming
+    the first that differs); then the dataset is cut again from the whole run."""
+    out_csv = Path(out_csv)
+    side = ops_dataset.sidecar_path(out_csv)
+    try:
+        meta = ops_dataset.DATASET.read(json.loads(side.read_text(encoding="utf-8")), side)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(side, None, ("--resume",), str(out_csv), f"a dataset `ops record` wrote ({exc})") from None
+    if meta.get("complete"):
+        raise ConfigError(side, None, ("complete",), True, "an interrupted recording: this one is whole "
+                          "(record another sitting with `ops record` and join them with `ops merge`)")
+    try:
+        store = FileRunWriter.open(Path(meta["run_dir"]))
+    except (KeyError, FileNotFoundError) as exc:
+        raise ConfigError(side, None, ("run_dir",), meta.get("run_dir"), f"the recording's run directory ({exc})") from None
+    now = lab_conditions(spec, store.manifest, kernel=platform.release())
+    for key in SAME_LAB:
+        if (meta.get("lab") or {}).get(key) != now.get(key):
+            raise ConfigError(side, None, ("lab", key), now.get(key),
+                              f"what the recording began with: {(meta.get('lab') or {}).get(key)!r} "
+                              "(a resumed recording continues on the same lab)")
+    config = load_config(store.dir / fmt.CONFIG_SNAPSHOT, list(store.manifest.profiles),
+                         store.manifest.time_scale_override, profile_dir=store.dir / fmt.PROFILES_DIR)
+    classes, modes = meta["classes"], meta["modes"]
+    run = _finish(Runner(config, progress, resume=store),
+                  after=lambda run_dir: write_recording(spec, classes, modes, run_dir, out_csv))
+    return out_csv, _raised(run, out_csv)
 
 
 def write_recording(spec: OpsLabFile, classes: dict[str, list[str]], modes: list[str], run_dir: Path,

@@ -172,8 +172,8 @@ def test_train_and_run_fixed_and_adaptive(recorded):
 
 @requires_lab
 @pytest.mark.lab
-@pytest.mark.timeout(200)
-def test_an_interrupted_recording_keeps_its_finished_classes(tmp_path):
+@pytest.mark.timeout(420)
+def test_an_interrupted_recording_keeps_its_finished_classes_and_resumes(tmp_path):
     lab = tmp_path / "lab.toml"
     lab.write_text(LAB.replace("duration_s = 24", "duration_s = 6").replace("warmup_s = 4", "warmup_s = 1"))
     out = tmp_path / "ds.csv"
@@ -194,3 +194,17 @@ def test_an_interrupted_recording_keeps_its_finished_classes(tmp_path):
     data = ops_dataset.load(out)
     assert [r.run for r in data.runs] == ["passive-none"] and len(data.runs[0].rtt_ms) >= 5
     assert json.loads(ops_dataset.sidecar_path(out).read_text())["complete"] is False
+
+    # resumed: on another lab it is refused before anything runs; on its own, the rest is recorded
+    other = tmp_path / "other.toml"
+    other.write_text(lab.read_text().replace("rtt_ms = 40", "rtt_ms = 60"))
+    res = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", "ops", "record", "--resume", str(out),
+                          "--lab", str(other)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "lab.topology" in res.stderr and "same lab" in res.stderr, res.stderr
+    _cli("ops", "record", "--resume", out, "--lab", lab, timeout=180)
+    assert our_namespaces() == before
+    data = ops_dataset.load(out)
+    assert [r.run for r in data.runs] == ["passive-none", "passive-cubic"]
+    assert all(len(r.rtt_ms) >= 5 for r in data.runs)
+    side = json.loads(ops_dataset.sidecar_path(out).read_text())
+    assert side["complete"] is True and side["missing"] == []
