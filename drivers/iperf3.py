@@ -110,8 +110,10 @@ class Iperf3:
     # connect, cookie -> PARAM_EXCHANGE, parameters -> CREATE_STREAMS, the streams' cookies ->
     # TEST_START (tcp_info: a 1-stream client's data leaves 5 round trips after its start)
     setup_round_trips = 4
-    option_keys = ()   # what a flow's [flows.options] may set
-    rules = FlowRules(("tcp", "udp"), declared_rate=True, multi_stream=True)
+    # pacing_mbps: each TCP stream's pacing cap (--fq-rate: SO_MAX_PACING_RATE, which TCP's own
+    # pacing honours without the fq qdisc), e.g. a burst of the OPS active profile at a set rate
+    option_keys = ("pacing_mbps",)
+    rules = FlowRules(("tcp", "udp"), declared_rate=True, multi_stream=True, check=lambda flow: _options_problem(flow))
 
     def prepare(self, spec):
         return [], []
@@ -120,9 +122,21 @@ class Iperf3:
         return ServerSpec(server_argv(spec.port), listening(spec.port))
 
     def client(self, spec: BurstSpec) -> list[str]:
+        pacing = spec.options.get("pacing_mbps")
         return client_argv(spec.receiver, spec.port, protocol=spec.protocol, duration_s=spec.duration_s,
                            bytes_=spec.bytes, streams=spec.streams, cca=spec.cca, window_bytes=spec.window_bytes,
-                           udp_rate_mbps=spec.rate_mbps)
+                           udp_rate_mbps=spec.rate_mbps, pacing_bps=float(pacing) * 1e6 if pacing else None)
 
     def parse(self, client_text: str, server_text: str, spec: BurstSpec) -> Result:
         return parse(client_text)
+
+
+def _options_problem(flow) -> str | None:
+    pacing = flow.options.get("pacing_mbps")
+    if pacing is None:
+        return None
+    if isinstance(pacing, bool) or not isinstance(pacing, (int, float)) or not 0 < pacing <= 100_000:
+        return "options.pacing_mbps is a rate in Mb/s, above 0 and at most 100000"
+    if flow.protocol != "tcp":
+        return "options.pacing_mbps paces TCP streams; a UDP flow declares udp_rate_mbps"
+    return None

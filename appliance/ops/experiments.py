@@ -15,7 +15,7 @@ from pathlib import Path
 
 from longhaul.appliance.config.load import Config, load_config
 from longhaul.appliance.ops import plans
-from longhaul.appliance.ops.lab import OpsLabFile, active_plan
+from longhaul.appliance.ops.lab import ActiveStep, OpsLabFile, active_plan
 from longhaul.appliance.run.runner import Runner
 from longhaul.collectors.store import format as fmt
 from longhaul.collectors.store.manifest import RunManifest
@@ -41,8 +41,8 @@ class OpsRun:
     failure: BaseException | None = None     # what cut the run short: a RunError or an interrupt
 
 
-def _steps(spec: OpsLabFile) -> list[tuple[str, float]]:
-    return [(s.cca, s.seconds) for s in spec.active_profile]
+def _steps(spec: OpsLabFile) -> list[ActiveStep]:
+    return list(spec.active_profile)
 
 
 def _run(config_path: Path | None, profile_name: str, text: str, plan: dict, out_root: Path, progress,

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import Literal
+
 from pydantic import Field, ValidationInfo, field_validator
 
-from longhaul.appliance.config.schema import Topology
+from longhaul.appliance.config.schema import Topology, check_buffer
 from longhaul.core.errors import ConfigError
 from longhaul.core.model import Strict
 from longhaul.core.tomlsource import load
@@ -27,8 +29,17 @@ FIRST_FREE_PORT = 5400
 
 
 class ActiveStep(Strict):
+    """One step of the active probing profile: a burst of `streams` TCP streams of `cca` for
+    `seconds` (seed 000: one stream at full rate), or a pause ("none"). What can change how much
+    a burst fills the bottleneck's queue, to compare probing profiles (issue 26): the streams, their
+    socket buffer (a window cap: `buffer`, as a flow's) and a pacing rate per stream (`pacing_mbps`)."""
     cca: str = Field(pattern=r"^([a-z0-9_]+)$")    # "none" is a pause
     seconds: float = Field(gt=0, le=600)
+    streams: int = Field(1, ge=1, le=16)
+    buffer: Literal["default", "normal", "large"] | int | None = None
+    pacing_mbps: float | None = Field(None, gt=0, le=100_000)
+
+    _buffer = field_validator("buffer", mode="before")(classmethod(lambda cls, v: check_buffer(v)))
 
     @field_validator("seconds")
     @classmethod

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 from longhaul.appliance.config.schema import Topology
+from longhaul.appliance.ops.lab import ActiveStep
 
 RECORD_PROFILE = "ops-record"
 FIG29_PROFILE = "ops-fig29"
@@ -52,29 +53,36 @@ def _head(description: str, topo: Topology, probe_pair: int, probe_s: float | No
             + _table("[probe]", {"pair": probe_pair, "mode": "burst", "duration_s": probe_s}))
 
 
-def active_flows(steps: list[tuple[str, float]], pair: int, start_s: float, cycle_s: float, duration_s: float,
+def active_flows(steps: list[ActiveStep], pair: int, start_s: float, cycle_s: float, duration_s: float,
                  window_s: float | None = None) -> list[dict]:
-    """The active probing profile as square flows on the probe pair: each step (cca, seconds) a
-    burst at its offset in the profile, repeated every cycle_s; within a probe window of
-    window_s a step that would outlast the window is cut at its end ("none" is a pause)."""
+    """The active probing profile as square flows on the probe pair: each step a burst at its
+    offset in the profile, repeated every cycle_s; within a probe window of window_s a step that
+    would outlast the window is cut at its end ("none" is a pause)."""
     flows, offset = [], 0.0
-    for index, (cca, seconds) in enumerate(steps):
-        on = seconds if window_s is None else min(seconds, window_s - offset)
-        if cca != "none" and on >= 1:
-            flows.append({"name": f"active{index}", "role": "background", "tool": "iperf3", "pair": pair,
-                          "cca": cca, "pattern": "square", "on_s": float(math.floor(on)),
-                          "off_s": float(cycle_s - math.floor(on)), "start_s": float(start_s + offset),
-                          "duration_s": float(duration_s - offset)})
-        offset += seconds
+    for index, step in enumerate(steps):
+        on = step.seconds if window_s is None else min(step.seconds, window_s - offset)
+        if step.cca != "none" and on >= 1:
+            flow = {"name": f"active{index}", "role": "background", "tool": "iperf3", "pair": pair,
+                    "cca": step.cca, "pattern": "square", "on_s": float(math.floor(on)),
+                    "off_s": float(cycle_s - math.floor(on)), "start_s": float(start_s + offset),
+                    "duration_s": float(duration_s - offset)}
+            if step.streams != 1:
+                flow["streams"] = step.streams
+            if step.buffer is not None:
+                flow["buffer"] = step.buffer
+            if step.pacing_mbps is not None:
+                flow["options"] = {"pacing_mbps": step.pacing_mbps}
+            flows.append(flow)
+        offset += step.seconds
     return flows
 
 
 def record_profile(topo: Topology, background_pairs: list[int], probe_pair: int, classes: dict[str, list[str]],
                    modes: list[str], duration_s: float, warmup_s: float,
-                   active_steps: list[tuple[str, float]]) -> tuple[str, dict]:
+                   active_steps: list[ActiveStep]) -> tuple[str, dict]:
     """(profile text, plan): plan["scenarios"][name] = {"class", "probing"}."""
     span = warmup_s + duration_s
-    cycle = sum(seconds for _, seconds in active_steps)
+    cycle = sum(step.seconds for step in active_steps)
     text = _head("OPS recording: labelled RTT series of the background classes (seed 000 5.2)",
                  topo, probe_pair, span + 1)
     background = [{"name": f"bg{pair}", "role": "background", "tool": "iperf3", "pair": pair, "cca": "cubic",
@@ -104,7 +112,7 @@ def scheme_slug(scheme: str) -> str:
 def fig29_profile(topo: Topology, background_pair: int, foreground_pair: int, probe_pair: int,
                   backgrounds: list[str], schemes: list[str], total_s: float, period_s: float, w: int,
                   warmup_s: float, settle_s: float, cycled: bool,
-                  active_steps: list[tuple[str, float]] | None) -> tuple[str, dict]:
+                  active_steps: list[ActiveStep] | None) -> tuple[str, dict]:
     """(profile text, plan): plan["scenarios"][name] = {"background", "scheme", "fixed"}."""
     window = w + 1                          # w rounds, and one more in case a round starts late
     cycle = period_s + settle_s + window

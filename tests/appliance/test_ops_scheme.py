@@ -11,6 +11,7 @@ import pytest
 from longhaul.appliance.config.profiles import load_profile
 from longhaul.appliance.config.schema import Topology
 from longhaul.appliance.ops import plans
+from longhaul.appliance.ops.lab import ActiveStep
 from longhaul.collectors.live.rtt_probe import RttSample
 from longhaul.collectors.studies.ops.chooser import OpsChooser
 from longhaul.collectors.studies.ops.dataset import BACKGROUND_CLASSES
@@ -20,7 +21,7 @@ from longhaul.drivers.patterns import bursts
 
 REPO = Path(__file__).resolve().parents[2]
 TOPO = Topology(pairs=4, access_rate_mbps=1000, bottleneck_rate_mbps=500, rtt_ms=128, queue="6MB", mtu=1500)
-STEPS = [("cubic", 5.0), ("bbr", 5.0), ("cubic", 5.0), ("none", 5.0)]
+STEPS = [ActiveStep(cca=c, seconds=5) for c in ("cubic", "bbr", "cubic", "none")]      # seed 000's
 
 
 def _load(tmp_path, text, name):
@@ -96,6 +97,36 @@ def test_record_cells_per_mode_and_class(tmp_path):
     assert [f.name for f in active.flows] == ["bg1", "active0", "active1", "active2"]
     assert [b.start_s for b in bursts(active.flows[2])][:2] == [20.0, 40.0]      # aligned with the cycle
     assert plan["scenarios"]["active-bbr"] == {"class": "bbr", "probing": "active"}
+
+
+def test_an_active_step_sets_its_streams_window_and_pacing(tmp_path):
+    """What a probing profile can vary besides the CCA and timing (issue 26): streams, a socket
+    buffer that caps the window, a pacing rate per stream (iperf3 --fq-rate)."""
+    steps = [ActiveStep(cca="cubic", seconds=3, streams=4, buffer="normal", pacing_mbps=12.5),
+             ActiveStep(cca="none", seconds=7)]
+    text, _ = plans.record_profile(TOPO, [1, 2], 4, {"none": []}, ["active"], 60, 5, steps)
+    profile = _load(tmp_path, text, plans.RECORD_PROFILE)
+    (burst,) = profile.cells[0].cell.flows
+    assert (burst.streams, burst.buffer, burst.options, burst.on_s, burst.off_s) == (4, "normal", {"pacing_mbps": 12.5},
+                                                                                    3.0, 7.0)
+    from longhaul.drivers.registry import tool_for
+    from longhaul.drivers.tool import BurstSpec
+
+    spec = BurstSpec(receiver="10.0.0.2", port=5400, protocol="tcp", duration_s=3, bytes=None, streams=4,
+                     cca="cubic", window_bytes=None, rate_mbps=None, options={"pacing_mbps": 12.5})
+    argv = tool_for("iperf3").client(spec)
+    assert argv[argv.index("--fq-rate") + 1] == "12500000" and argv[argv.index("-P") + 1] == "4"
+
+
+@pytest.mark.parametrize("options,why", [({"pacing_mbps": 0}, "above 0"), ({"pacing_mbps": "fast"}, "a rate in Mb/s"),
+                                         ({"rate": 5}, "not settings of iperf3")])
+def test_iperf3_refuses_a_pacing_it_cannot_take(tmp_path, options, why):
+    from longhaul.core.errors import ConfigError
+
+    text = ('[topology]\npairs = 1\n[[flows]]\nname = "fg"\nrole = "foreground"\nduration_s = 5\n'
+            + "[flows.options]\n" + "".join(f"{k} = {plans._value(v)}\n" for k, v in options.items()))
+    with pytest.raises(ConfigError, match=why):
+        _load(tmp_path, text, "paced")
 
 
 def _rounds(values, start=0.0):
