@@ -10,7 +10,6 @@ turns it into profiles the runner runs.
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
