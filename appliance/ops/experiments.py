@@ -83,7 +83,10 @@ def lab_conditions(spec: OpsLabFile, manifest: RunManifest, kernel: str | None =
     """The recording's conditions, as `ops merge` and `ops evaluate --test` compare them (kernel:
     the one running now instead of the one the run began on)."""
     return {"topology": spec.topology.model_dump(), "queue_bytes": spec.topology.queue_bytes,
-            "roles": spec.roles.model_dump(), "active_profile": [s.model_dump() for s in spec.active_profile],
+            "roles": spec.roles.model_dump(),
+            # a step's defaults left out: recordings from before a step could set streams, buffer or
+            # pacing compare equal to the same profile recorded now
+            "active_profile": [s.model_dump(exclude_defaults=True) for s in spec.active_profile],
             "kernel": kernel or manifest.host.kernel or platform.release(),
             "features": manifest.features, "tools": manifest.tools,
             "backend": manifest.backend, "delay": (manifest.features or {}).get("delay"),
