@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,11 +90,17 @@ def startables(config: Path) -> list[Startable]:
 class Starts:
     def __init__(self, config: Path, store: Path, logs: Path | None = None):
         self.config, self.store = Path(config), Path(store)
-        self._own_logs = logs is None
-        self.logs = Path(logs) if logs else Path(tempfile.mkdtemp(prefix="longhaul-console-"))
-        self.logs.mkdir(parents=True, exist_ok=True)
+        self._logs, self._own_logs = (Path(logs) if logs else None), logs is None
         self.started: list[Started] = []
         self._lock = threading.Lock()
+
+    @property
+    def logs(self) -> Path:
+        """Where the starts' output goes: the folder given, else a temporary one made at the first start."""
+        if self._logs is None:
+            self._logs = Path(tempfile.mkdtemp(prefix="longhaul-console-"))
+        self._logs.mkdir(parents=True, exist_ok=True)
+        return self._logs
 
     def argv(self, kind: str, name: str) -> list[str]:
         cli = [sys.executable, "-m", "longhaul.appliance.cli"]
@@ -154,7 +161,5 @@ class Starts:
             except subprocess.TimeoutExpired:
                 s.proc.terminate()
                 s.proc.wait()
-        if self._own_logs:
-            for path in self.logs.glob("*.log"):
-                path.unlink()
-            self.logs.rmdir()
+        if self._own_logs and self._logs is not None:
+            shutil.rmtree(self._logs, ignore_errors=True)
