@@ -269,6 +269,10 @@ class _Console:
 
     async def start_page(self, request: Request) -> Response:
         offered = await run_in_threadpool(starts.startables, self.starts.config) if self.starts else []
+        if self.starts is not None:
+            for going in self.starts.started:
+                if going.run_dir is None:      # its marker came after the start's wait: one look now
+                    self.starts.find_run(going, 0.0)
         return self.page(request, "start.html.j2", offered=offered, config=self.settings.config,
                          started=list(reversed(self.starts.started)) if self.starts else [])
 
