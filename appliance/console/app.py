@@ -147,21 +147,24 @@ class _Console:
     async def run(self, request: Request) -> Response:
         store = await run_in_threadpool(self._run, request.path_params["run"])
         context = await run_in_threadpool(_run_context, store)
-        ready, studies = await self._sections_of(store, INLINE_WAIT_S)
+        ready, studies = await self._sections_of(store.run_id, INLINE_WAIT_S, lambda: store)
         return self.page(request, "run.html.j2", **context, studies=studies if ready else None)
 
     async def sections(self, request: Request) -> Response:
         """The run's study sections alone (the run page fetches them when they take long)."""
-        store = await run_in_threadpool(self._run, request.path_params["run"])
-        ready, studies = await self._sections_of(store, FETCH_WAIT_S)
+        name = request.path_params["run"]
+        ready, studies = await self._sections_of(name, FETCH_WAIT_S, lambda: self._run(name))
         if not ready:
             return PlainTextResponse("still computing", 202, headers={"Cache-Control": "no-store"})
         return self.fragment("sections.html.j2", studies=studies)
 
-    async def _sections_of(self, store, wait_s: float):
-        path = Path(store.run_dir).resolve()
+    async def _sections_of(self, name: str, wait_s: float, load):
+        """(ready, Studies): the key from stat calls; the store is loaded only when computed."""
+        path = index.run_dir_or_none(self.settings.store, name)
+        if path is None:
+            raise HTTPException(404, f"no run {name!r} in the store")
         key = ("sections", str(path), await run_in_threadpool(live.store_key, path))
-        return await self.derived.within(key, lambda: _studies(store, self.env), wait_s)
+        return await self.derived.within(key, lambda: _studies(load(), self.env), wait_s)
 
     async def cell(self, request: Request) -> Response:
         store = await run_in_threadpool(self._run, request.path_params["run"])
@@ -239,10 +242,15 @@ class _Console:
         return self.fragment("compare_result.html.j2", result=result)
 
     async def _comparison_of(self, a: str, b: str, wait_s: float):
-        base, new = await run_in_threadpool(lambda: (self._run(a), self._run(b)))
-        paths = [Path(s.run_dir).resolve() for s in (base, new)]
+        """(ready, result): the key from stat calls; the two stores are loaded only when computed."""
+        paths = []
+        for name in (a, b):
+            path = index.run_dir_or_none(self.settings.store, name)
+            if path is None:
+                raise HTTPException(404, f"no run {name!r} in the store")
+            paths.append(path)
         key = ("compare", *(str(p) for p in paths), *[await run_in_threadpool(live.store_key, p) for p in paths])
-        return await self.derived.within(key, lambda: _comparison(base, new), wait_s)
+        return await self.derived.within(key, lambda: _comparison(self._run(a), self._run(b)), wait_s)
 
     async def suites(self, request: Request) -> Response:
         store = self.settings.store

@@ -66,11 +66,17 @@ class Listing:
 def run_dir(root: Path, name: str) -> Path:
     """The run directory `name` under `root`; NotFound for anything else (another path, a name
     that is not one segment, a directory without a manifest)."""
+    return folder_in(root, name, MANIFEST)
+
+
+def folder_in(root: Path, name: str, holding: str) -> Path:
+    """The folder `name` directly under `root` that holds the file `holding` (a run's manifest, a
+    plan's plan.json); NotFound for anything else: the one check of a name the console serves."""
     if not RUN_NAME.fullmatch(name or ""):
         raise NotFound(name)
     root = Path(root).resolve()
     path = (root / name).resolve()
-    if path.parent != root or not (path / MANIFEST).is_file():
+    if path.parent != root or not (path / holding).is_file():
         raise NotFound(name)
     return path
 

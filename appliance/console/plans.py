@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from longhaul.appliance.console.index import RUN_NAME, NotFound
+from longhaul.appliance.console.index import NotFound, folder_in
 from longhaul.collectors.studies.planning.replay_record import REPLAY_JSON, read_replay
 from longhaul.collectors.studies.planning.sweep import PLAN_JSON, REPLAY_DIR, headline, read_plan
 
@@ -49,12 +49,9 @@ def list_plans(root: Path | None) -> list[PlanRow]:
 
 def plan_folder(root: Path | None, name: str) -> Path:
     """The plan's folder: one path segment under root, holding a plan.json (else NotFound)."""
-    if root is None or not RUN_NAME.fullmatch(name):
+    if root is None:
         raise NotFound(name)
-    folder = (Path(root) / name).resolve()
-    if folder.parent != Path(root).resolve() or not (folder / PLAN_JSON).is_file():
-        raise NotFound(name)
-    return folder
+    return folder_in(root, name, PLAN_JSON)
 
 
 def plan_page(folder: Path) -> str:
