@@ -58,6 +58,8 @@ HOUSEKEEPING_UNITS = ("apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-bac
 BOOT_MODULES = ("tcp_bbr", "sch_netem", "sch_fq")
 KERNEL_APPEND = f"root=LABEL={ROOT_LABEL} ro console=tty0 console=ttyS0,115200n8 net.ifnames=0"
 TELEGRAF = REPO / "build/bin/telegraf"
+# what `make setup` builds that the hosts run: helpers, the CCA shim, the BPF congestion controls
+HELPER_DIRS = ("build/bin", "build/lib", "build/bpf")
 
 
 def image_packages(path: Path = HERE / "packages.txt") -> list[str]:
@@ -198,7 +200,7 @@ def layer(base: Path, tree: Path, sources: str = "") -> None:
             os.symlink(os.readlink(REPO / rel), target)
         else:
             shutil.copy2(REPO / rel, target)
-    for sub in ("build/bin", "build/lib"):
+    for sub in HELPER_DIRS:
         if (REPO / sub).is_dir():
             shutil.copytree(REPO / sub, dest / sub, dirs_exist_ok=True, ignore=shutil.ignore_patterns(TELEGRAF.name))
     install_telegraf(tree)
@@ -241,7 +243,7 @@ def tree_bytes(tree: Path) -> int:
 def source_hash(files: list[str]) -> str:
     """What the layer is made of: this checkout's files and the helpers built from them."""
     h = hashlib.sha256()
-    extra = [str(p.relative_to(REPO)) for sub in ("build/bin", "build/lib") if (REPO / sub).is_dir()
+    extra = [str(p.relative_to(REPO)) for sub in HELPER_DIRS if (REPO / sub).is_dir()
              for p in sorted((REPO / sub).iterdir()) if p.is_file()]
     for rel in sorted(files) + extra:
         path = REPO / rel

@@ -181,6 +181,33 @@ def test_congestion_controls():
     assert r.interpret_ccas(unreadable, (("cubic",), True))[0] == "fail"
 
 
+def test_a_bpf_cca_is_checked_on_both_ends_by_its_holder_not_by_the_kernel_list(tmp_path):
+    wants = r.Wants(ccas=("cubic", "lh_frac10"))
+    sender, receiver = r.host_checks(host("sender"), wants), r.host_checks(host("receiver"), wants)
+    (ccas,) = [c for c in sender if c.kind == "ccas"]
+    assert ccas.argv[-1] == "cubic" and ccas.params == (("cubic",), True)      # the kernel's list: cubic only
+    for checks in (sender, receiver):
+        (bpf,) = [c for c in checks if c.kind == "bpf"]
+        assert bpf.argv == (sys.executable, "-m", "longhaul.hardware.bpf_hold", "--check", "lh_frac10")
+    assert not [c for c in r.host_checks(host("router"), wants) if c.kind == "bpf"]
+    assert not [c for c in r.host_checks(host("sender"), r.Wants(ccas=("cubic",))) if c.kind == "bpf"]
+    # the holder's own answers, run here: built objects (or not), and a name that is not ours
+    def run(*names, env=None):
+        res = subprocess.run(list(bpf.argv[:4]) + list(names), capture_output=True, text=True,
+                             env={**os.environ, **(env or {})})
+        return r.interpret(bpf, Completed(list(bpf.argv), res.returncode, res.stdout, res.stderr))
+    assert run("lh_htcp", env={"LONGHAUL_BPF_DIR": str(tmp_path)}) == (
+        "fail", f"{tmp_path}/lh_htcp.bpf.o is not built (make setup builds it)")
+    status, detail = run("lh_cubic")
+    assert status == "fail" and detail.startswith("not longhaul's BPF congestion controls: lh_cubic (known: lh_htcp")
+    from longhaul.hardware import bpf_ccas
+    if bpf_ccas.unavailable_reason() is None and bpf_ccas.BPF_CCAS["lh_frac10"].object.is_file():
+        assert run("lh_frac10") == ("ok", "can register lh_frac10")
+    status, detail = r.interpret(bpf, done("", 1, "/usr/bin/python3: Error while finding module specification for "
+                                                  "'longhaul.hardware.bpf_hold' (ModuleNotFoundError: No module named 'longhaul')\n"))
+    assert status == "fail" and detail.startswith("longhaul is not installed at the controller's path there")
+
+
 def test_clock_sync():
     status, detail = r.interpret_clock(captured("clock_no_systemd"))
     assert status == "warn" and "no NTP client answers" in detail and "not been booted with systemd" in detail

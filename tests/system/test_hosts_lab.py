@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 from hosts_lab import PROFILE, host_state
 
+from longhaul.hardware import bpf_ccas
 from longhaul.hardware.backends.base import LinkSettings
+from longhaul.hardware.backends.ssh.bpf_holds import BpfHolds
 from longhaul.hardware.backends.ssh.inventory import load_inventory
 from longhaul.hardware.backends.ssh.lab import (
     HostsLab,
@@ -32,7 +34,7 @@ from longhaul.hardware.backends.ssh.lab import (
 )
 from longhaul.hardware.backends.ssh.preflight import HostFacts, HostsFeatures
 from longhaul.hardware.cleanup import CleanupStack
-from longhaul.hardware.executors.process import Completed, ProcessTable, wait_until
+from longhaul.hardware.executors.process import Completed, NetnsExecutor, ProcessTable, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "hardware" / "example-inventory.toml"
@@ -417,3 +419,60 @@ def test_the_generator_is_g1_of_the_lab_and_gives_trex_its_tree_port_and_receive
                                       "line_rate_mbps": 10000, "dst_ip": lab.address("D1"),
                                       "rx_iface": lab.topo.access_link("D1").a.ifname}
     assert "G1" not in lab.sysctls and lab.record["hosts"]["G1"]["machine"] == "G1"
+
+
+BPF_ONE = PROFILE.replace('description = "one CUBIC flow', 'description = "one fractional-Reno flow').replace(
+    'cca = "cubic"', 'cca = "lh_frac10"')
+
+
+def _registered() -> set[str]:
+    return set(bpf_ccas.kernel_ccas()) & set(bpf_ccas.BPF_CCAS)
+
+
+@pytest.mark.lab
+@pytest.mark.skipif(bpf_ccas.unavailable_reason() is not None or not bpf_ccas.BPF_CCAS["lh_frac10"].object.is_file(),
+                    reason=f"no BPF congestion control here: {bpf_ccas.missing_reason('lh_frac10')}")
+def test_a_bpf_cca_named_by_a_profile_is_held_on_the_ssh_hosts_for_the_run_and_gone_after(real_lab, tmp_path):
+    """The hosts here are namespaces of this machine's one kernel: S1's holder registers lh_frac10,
+    D1's finds it there and registers nothing; the flow's socket runs it; the run's end unregisters it."""
+    assert "lh_frac10" not in _registered()
+    config = real_lab.config(tmp_path, BPF_ONE)
+    config.write_text(config.read_text().replace("attempts = 6", "enabled = false\nattempts = 6"))
+    before = host_state(real_lab.ns)
+    res = subprocess.run(real_lab.argv(config), cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+    print(res.stdout[-3000:], res.stderr[-5000:], file=sys.stderr)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run_dir = Path(res.stdout.strip().splitlines()[-1])
+    (cell,) = json.loads((run_dir / "summary.json").read_text())["cells"]
+    (flow,) = cell["trials"][0]["flows"]
+    assert flow["cca"] == "lh_frac10" and flow["observed_cca"] == ["lh_frac10"], flow
+    assert 5 <= flow["mean_mbps"] <= 21, flow
+    (record,) = json.loads((run_dir / "manifest.json").read_text())["host_tuning"]
+    held = record["bpf_ccas"]
+    assert held["S1"]["registered"] == ["lh_frac10"] and held["D1"] == {"registered": [], "present": ["lh_frac10"],
+                                                                        "sha256": {}}, held
+    assert held["S1"]["sha256"]["lh_frac10"] == bpf_ccas.BPF_CCAS["lh_frac10"].sha256()
+    assert "lh_frac10" not in _registered()
+    real_lab.assert_as_found(before)
+
+
+@pytest.mark.lab
+@pytest.mark.skipif(bpf_ccas.unavailable_reason() is not None or not bpf_ccas.BPF_CCAS["lh_frac100"].object.is_file(),
+                    reason=f"no BPF congestion control here: {bpf_ccas.missing_reason('lh_frac100')}")
+def test_a_holder_whose_ssh_session_dies_unregisters_what_it_held(real_lab, tmp_path):
+    """A controller killed mid-run cannot unregister anything: its SSH clients die with it, the
+    hosts' watchers end the holder, and the holder unregisters."""
+    assert "lh_frac100" not in _registered()
+    via = NetnsExecutor("controller", real_lab.controller, ProcessTable())
+    executor = load_inventory(real_lab.inventory).executor("S1", ProcessTable(), via=via)
+    holds = BpfHolds(("lh_frac100",))
+    try:
+        holds.ensure({"S1": executor}, tmp_path)
+        assert holds.held["S1"]["registered"] == ["lh_frac100"] and "lh_frac100" in _registered()
+        (proc,) = holds._procs.values()
+        os.kill(proc.pid, signal.SIGKILL)                # the local ssh client, as a SIGKILL of its run kills it
+        wait_until(lambda: "lh_frac100" not in _registered(), 20, interval=0.1, what="the holder to unregister")
+    finally:
+        holds.close()
+        if "lh_frac100" in _registered():
+            bpf_ccas.unregister("lh_frac100")

@@ -137,6 +137,7 @@ class QemuBackend:
             try:
                 yield session
             finally:
+                session.bpf.close()
                 fleet.keep_consoles(ctx.lab_dir / "vms")
 
 

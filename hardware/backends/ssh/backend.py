@@ -12,6 +12,7 @@ from longhaul.core.model import Strict
 from longhaul.hardware import run_marker
 from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
 from longhaul.hardware.backends.ssh import lab as hosts_lab
+from longhaul.hardware.backends.ssh.bpf_holds import BpfHolds, bpf_names
 from longhaul.hardware.backends.ssh.check import check_inventory, wants
 from longhaul.hardware.backends.ssh.inventory import Inventory, inventory_path, load_inventory
 from longhaul.hardware.backends.ssh.preflight import HostsFeatures, preflight
@@ -36,9 +37,12 @@ class SshSession:
     runs_tools_here = False          # the programs are checked on the hosts by the preflight
     congestion_controls = None
 
-    def __init__(self, inventory: Inventory, features: HostsFeatures, procs, backend: str, compensate_path: bool = True):
+    def __init__(self, inventory: Inventory, features: HostsFeatures, procs, backend: str, compensate_path: bool = True,
+                 bpf: tuple[str, ...] = ()):
+        """bpf: the BPF congestion controls the run's cells name (held on the end hosts, bpf_holds.py)"""
         self.inventory, self.features, self._procs, self._backend = inventory, features, procs, backend
         self._compensate_path = compensate_path
+        self.bpf = BpfHolds(bpf)
 
     def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> hosts_lab.HostsLab:
         topo, names = hosts_lab.inventory_dumbbell(self.inventory, tag, spec.pairs, spec.bottleneck_rate_mbps,
@@ -48,6 +52,10 @@ class SshSession:
             names[GENERATOR] = generator.name
         lab = hosts_lab.HostsLab(self.inventory, topo, names, spec.link, self.features, self._procs, cleanup,
                                  workdir, backend=self._backend, compensate_path=self._compensate_path)
+        ends = {names[h.name]: lab.executor(h.name) for h in topo.hosts if h.role in ("sender", "receiver")}
+        self.bpf.ensure(ends, Path(workdir))
+        if self.bpf.names:
+            lab.record["bpf_ccas"] = self.bpf.record(ends)
         # the hosts may not be as found after a failed teardown: say so loudly, not only in the record
         cleanup.push("report hosts not restored", lambda: _say_restored(lab.record))
         return lab
@@ -68,7 +76,7 @@ def open_session(inventory_path: Path, needs: LabNeeds, procs: ProcessTable, bac
     except RuntimeError as exc:
         raise PreflightError(f"preflight failed: {exc}") from None
     features.backend = backend           # the manifest says which backend drove these hosts
-    return SshSession(inventory, features, procs, backend, compensate_path)
+    return SshSession(inventory, features, procs, backend, compensate_path, bpf_names(needs.ccas))
 
 
 class SshBackend:
@@ -108,7 +116,9 @@ class SshBackend:
     @contextmanager
     def session(self, configured: SshConfigured, needs: LabNeeds, ctx: RunContext):
         with run_marker.marked(ctx.tag, ctx.run_dir, ctx.procs):
+            session = open_session(configured.inventory_path, needs, ctx.procs, self.name)
             try:
-                yield open_session(configured.inventory_path, needs, ctx.procs, self.name)
+                yield session
             finally:
+                session.bpf.close()
                 MASTERS.close_all()          # the shared SSH connections end with the session

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from longhaul.drivers.trex_stl import API_SUBDIR, RPC_PORT
+from longhaul.hardware.backends.ssh.bpf_holds import bpf_names, hold_argv
 from longhaul.hardware.routers.registry import ROUTERS
 from longhaul.hardware.verdicts import (
     FAIL,
@@ -114,11 +115,14 @@ def host_checks(host, wants: Wants = Wants()) -> list[Check]:
     checks = [Check("tools", "tools", ("sh", "-c", _TOOLS_SH, "sh", *tools), tools)]
     if host.role == "router":
         checks.append(_own(system.kernel_check()))
+    bpf = bpf_names(wants.ccas)
     if host.role == "sender":
-        required = bool(wants.ccas)
-        ccas = wants.ccas or DEFAULT_CCAS
+        kernel = tuple(c for c in wants.ccas if c not in bpf)
+        ccas = kernel or DEFAULT_CCAS
         checks.append(Check("congestion controls", "ccas",
-                            ("sh", "-c", _CCA_SH, "sh", "tcp", "TCP_CONG", *ccas), (ccas, required)))
+                            ("sh", "-c", _CCA_SH, "sh", "tcp", "TCP_CONG", *ccas), (ccas, bool(kernel))))
+    if bpf and host.role in ("sender", "receiver"):       # both ends' sockets name it (iperf3 -C)
+        checks.append(Check("BPF congestion controls", "bpf", tuple(hold_argv(bpf, check=True))))
     if host.role == "generator" and host.trex_path:
         checks.append(Check("trex", "trex", ("sh", "-c", _TREX_SH, "sh", host.trex_path), (host.trex_path,)))
     if host.role == "receiver" and wants.resolving:
@@ -223,6 +227,17 @@ def interpret_ccas(done, params) -> tuple[str, str]:
     return worst(statuses), "available: " + " ".join(available) + ("; " + "; ".join(notes) if notes else "")
 
 
+def interpret_bpf(done) -> tuple[str, str]:
+    """hardware/bpf_hold.py --check: whether the host could register longhaul's BPF congestion
+    controls the profiles name (for those its kernel lacks)."""
+    said = first_line(done.stdout) or first_line(done.stderr)
+    if done.returncode == 0:
+        return OK, said
+    if done.returncode == 127 or "No module named" in done.stderr:
+        return FAIL, "longhaul is not installed at the controller's path there (make setup): " + first_line(done.stderr)
+    return FAIL, said
+
+
 def interpret_name(done, params) -> tuple[str, str]:
     """`getent hosts ADDR` on a receiver: a server that looks up its own address at start (GridFTP's
     fails with "Temporary failure in name resolution" where nothing answers) needs it to resolve."""
@@ -316,7 +331,7 @@ def interpret(check: Check, done) -> tuple[str, str]:
     if check.reader is not None:
         return check.reader(done)
     with_params = {"tools": interpret_tools, "ccas": interpret_ccas, "name": interpret_name, "trex": interpret_trex}
-    plain = {"clock": interpret_clock}
+    plain = {"clock": interpret_clock, "bpf": interpret_bpf}
     if check.kind in with_params:
         return with_params[check.kind](done, check.params)
     if check.kind in plain:
