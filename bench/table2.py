@@ -193,7 +193,7 @@ def write(table_: PaperTable, run_dir: Path, wall_s: float | None) -> str:
     lines = [
         f"# Seed 000 Table {table_.number} at the paper's scale", "",
         f"Written by `bench/table2.py --table {table_.number}` from run `{summary['run_id']}` ({manifest['started']} to "
-        f"{manifest.get('finished')}{f', {wall_s / 60:.0f} min' if wall_s else ''}): longhaul "
+        f"{manifest.get('finished')}{f', {wall_s / 60:.0f} min in its last sitting' if wall_s else ''}): longhaul "
         f"{manifest['longhaul']['git_revision'][:7]}, kernel {host['kernel']}, delay by {manifest['features'].get('delay')}, "
         f"time scale {scale:g} (1 = the paper's 300 s foreground), {len(cells[0]['trials']) if cells else 0} "
         "repeats per cell.", "",
