@@ -148,7 +148,12 @@ def a_live_run(store, tmp_path, monkeypatch):
     """The complete run as if its longhaul process were alive: a marker naming a child of ours
     that exits on SIGINT, as a run does after its teardown."""
     monkeypatch.setattr(run_marker, "STATE_DIR", tmp_path / "markers")
-    proc = subprocess.Popen([sys.executable, "-c", "import time\ntry:\n time.sleep(60)\nexcept KeyboardInterrupt:\n pass"])
+    # its own SIGINT handler, as the runner's signals_raise: a child of a shell's background job
+    # inherits SIGINT ignored, and Python then installs none (a cold .ci/run started with `&` failed so)
+    child = ("import signal, sys, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+             "print('ready', flush=True)\ntry:\n time.sleep(60)\nexcept KeyboardInterrupt:\n pass")
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
     (tmp_path / "markers").mkdir()
     (tmp_path / "markers" / "lh-test.json").write_text(json.dumps({"pid": proc.pid, "run_dir": str(store / "20240611-101500-a1b2c3")}))
     yield proc
