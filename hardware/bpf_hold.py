@@ -31,12 +31,11 @@ def problem(names: list[str]) -> str | None:
     unknown = [n for n in names if n not in bpf_ccas.BPF_CCAS]
     if unknown:
         return f"not longhaul's BPF congestion controls: {' '.join(unknown)} (known: {' '.join(bpf_ccas.BPF_CCAS)})"
-    missing = [n for n in names if n not in bpf_ccas.kernel_ccas() and not bpf_ccas.BPF_CCAS[n].object.is_file()]
+    lacking = [n for n in names if n not in bpf_ccas.kernel_ccas()]
+    missing = [n for n in lacking if not bpf_ccas.BPF_CCAS[n].object.is_file()]
     if missing:
         return bpf_ccas.missing_reason(missing[0])
-    if any(n not in bpf_ccas.kernel_ccas() for n in names):
-        return bpf_ccas.unavailable_reason()
-    return None
+    return bpf_ccas.unavailable_reason() if lacking else None
 
 
 def hold(names: list[str]) -> int:

@@ -135,6 +135,13 @@ class _Console:
         except index.NotFound:
             raise HTTPException(404, f"no run {name!r} in the store") from None
 
+    def _run_path(self, name: str) -> Path:
+        """The run's folder without loading it (404 as _run)."""
+        path = index.run_dir_or_none(self.settings.store, name)
+        if path is None:
+            raise HTTPException(404, f"no run {name!r} in the store")
+        return path
+
     # ---- pages --------------------------------------------------------------------------------
 
     async def runs(self, request: Request) -> Response:
@@ -160,9 +167,7 @@ class _Console:
 
     async def _sections_of(self, name: str, wait_s: float, load):
         """(ready, Studies): the key from stat calls; the store is loaded only when computed."""
-        path = index.run_dir_or_none(self.settings.store, name)
-        if path is None:
-            raise HTTPException(404, f"no run {name!r} in the store")
+        path = self._run_path(name)
         key = ("sections", str(path), await run_in_threadpool(live.store_key, path))
         return await self.derived.within(key, lambda: _studies(load(), self.env), wait_s)
 
@@ -243,12 +248,7 @@ class _Console:
 
     async def _comparison_of(self, a: str, b: str, wait_s: float):
         """(ready, result): the key from stat calls; the two stores are loaded only when computed."""
-        paths = []
-        for name in (a, b):
-            path = index.run_dir_or_none(self.settings.store, name)
-            if path is None:
-                raise HTTPException(404, f"no run {name!r} in the store")
-            paths.append(path)
+        paths = [self._run_path(name) for name in (a, b)]
         key = ("compare", *(str(p) for p in paths), *[await run_in_threadpool(live.store_key, p) for p in paths])
         return await self.derived.within(key, lambda: _comparison(self._run(a), self._run(b)), wait_s)
 

@@ -31,6 +31,12 @@ def our_namespaces() -> list[str]:
     return sorted(n for n in names if n.startswith("lh-"))
 
 
+def our_bpf_ccas() -> set[str]:
+    """longhaul's BPF congestion controls registered in this machine's kernel now."""
+    from longhaul.hardware import bpf_ccas
+    return set(bpf_ccas.kernel_ccas()) & set(bpf_ccas.BPF_CCAS)
+
+
 def our_netns_etc() -> list[str]:
     base = Path("/etc/netns")
     return sorted(p.name for p in base.iterdir() if p.name.startswith("lh-")) if base.is_dir() else []

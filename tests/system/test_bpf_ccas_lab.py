@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from lab_support import PATIENT_VERIFY, requires_lab, write_lab_config
+from lab_support import PATIENT_VERIFY, our_bpf_ccas, requires_lab, write_lab_config
 
 from longhaul.hardware import bpf_ccas
 
@@ -56,10 +56,6 @@ def longhaul(*args, cwd: Path, env: dict | None = None, timeout: float = 300) ->
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
-def ours_registered() -> set[str]:
-    return set(bpf_ccas.kernel_ccas()) & set(bpf_ccas.BPF_CCAS)
-
-
 def growth_per_second(rows: list[dict]) -> float:
     """The median slope of cwnd (segments a second) over the stretches of a second or more in which
     it never fell: congestion avoidance between two losses (slow start's are shorter)."""
@@ -75,11 +71,11 @@ def growth_per_second(rows: list[dict]) -> float:
 
 
 def test_bpf_ccas_carry_a_run_as_their_algorithms_say_and_are_gone_after(tmp_path):
-    assert not ours_registered(), "a BPF congestion control was registered before the test"
+    assert not our_bpf_ccas(), "a BPF congestion control was registered before the test"
     config = write_lab_config(tmp_path, FOUR, "bpf", verify=PATIENT_VERIFY)
     done = longhaul("run", "--config", str(config), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert not ours_registered(), bpf_ccas.kernel_ccas()                 # unregistered at the run's end
+    assert not our_bpf_ccas(), bpf_ccas.kernel_ccas()                 # unregistered at the run's end
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     manifest = json.loads((run_dir / "manifest.json").read_text())
     recorded = manifest["features"]["bpf_ccas"]
@@ -109,7 +105,7 @@ def test_a_killed_run_s_bpf_cca_is_unregistered_by_clean(tmp_path):
     try:
         # registered as the first lab is built: killed then, while it builds or verifies
         deadline = time.monotonic() + 120
-        while ours_registered() != {"lh_frac10", "lh_scalable", "lh_htcp"} and run.poll() is None:
+        while our_bpf_ccas() != {"lh_frac10", "lh_scalable", "lh_htcp"} and run.poll() is None:
             assert time.monotonic() < deadline, bpf_ccas.kernel_ccas()
             time.sleep(0.2)
         assert run.poll() is None
@@ -119,11 +115,11 @@ def test_a_killed_run_s_bpf_cca_is_unregistered_by_clean(tmp_path):
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
-    assert ours_registered()                                           # no teardown ran
+    assert our_bpf_ccas()                                           # no teardown ran
     cleaned = longhaul("clean", cwd=tmp_path)
     assert cleaned.returncode == 0, cleaned.stderr[-2000:]
     assert "BPF congestion control lh_htcp" in cleaned.stdout + cleaned.stderr
-    assert not ours_registered(), bpf_ccas.kernel_ccas()
+    assert not our_bpf_ccas(), bpf_ccas.kernel_ccas()
 
 
 def test_a_machine_without_the_objects_refuses_the_cell_at_preflight(tmp_path):
@@ -132,7 +128,7 @@ def test_a_machine_without_the_objects_refuses_the_cell_at_preflight(tmp_path):
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert "bpf.toml" in refused.stderr and "lh_frac10" in refused.stderr and "is not built" in refused.stderr
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())   # nothing set up
-    assert not ours_registered()
+    assert not our_bpf_ccas()
 
 
 FALLBACK = """
@@ -163,7 +159,7 @@ def test_htcp_runs_as_its_bpf_version_where_the_profile_allows_it_and_is_refused
     config = write_lab_config(tmp_path, FALLBACK, "fallback", verify=PATIENT_VERIFY)
     done = longhaul("run", "--config", str(config), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert not ours_registered(), bpf_ccas.kernel_ccas()
+    assert not our_bpf_ccas(), bpf_ccas.kernel_ccas()
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     (cell,) = json.loads((run_dir / "summary.json").read_text())["cells"]
     assert cell["labels"]["cca_stand_ins"] == {"htcp": "lh_htcp"}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from hosts_lab import PROFILE, host_state
+from lab_support import our_bpf_ccas
 
 from longhaul.hardware import bpf_ccas
 from longhaul.hardware.backends.base import LinkSettings
@@ -425,17 +426,13 @@ BPF_ONE = PROFILE.replace('description = "one CUBIC flow', 'description = "one f
     'cca = "cubic"', 'cca = "lh_frac10"')
 
 
-def _registered() -> set[str]:
-    return set(bpf_ccas.kernel_ccas()) & set(bpf_ccas.BPF_CCAS)
-
-
 @pytest.mark.lab
 @pytest.mark.skipif(bpf_ccas.unavailable_reason() is not None or not bpf_ccas.BPF_CCAS["lh_frac10"].object.is_file(),
                     reason=f"no BPF congestion control here: {bpf_ccas.missing_reason('lh_frac10')}")
 def test_a_bpf_cca_named_by_a_profile_is_held_on_the_ssh_hosts_for_the_run_and_gone_after(real_lab, tmp_path):
     """The hosts here are namespaces of this machine's one kernel: S1's holder registers lh_frac10,
     D1's finds it there and registers nothing; the flow's socket runs it; the run's end unregisters it."""
-    assert "lh_frac10" not in _registered()
+    assert "lh_frac10" not in our_bpf_ccas()
     config = real_lab.config(tmp_path, BPF_ONE)
     config.write_text(config.read_text().replace("attempts = 6", "enabled = false\nattempts = 6"))
     before = host_state(real_lab.ns)
@@ -452,7 +449,7 @@ def test_a_bpf_cca_named_by_a_profile_is_held_on_the_ssh_hosts_for_the_run_and_g
     assert held["S1"]["registered"] == ["lh_frac10"] and held["D1"] == {"registered": [], "present": ["lh_frac10"],
                                                                         "sha256": {}}, held
     assert held["S1"]["sha256"]["lh_frac10"] == bpf_ccas.BPF_CCAS["lh_frac10"].sha256()
-    assert "lh_frac10" not in _registered()
+    assert "lh_frac10" not in our_bpf_ccas()
     real_lab.assert_as_found(before)
 
 
@@ -462,17 +459,17 @@ def test_a_bpf_cca_named_by_a_profile_is_held_on_the_ssh_hosts_for_the_run_and_g
 def test_a_holder_whose_ssh_session_dies_unregisters_what_it_held(real_lab, tmp_path):
     """A controller killed mid-run cannot unregister anything: its SSH clients die with it, the
     hosts' watchers end the holder, and the holder unregisters."""
-    assert "lh_frac100" not in _registered()
+    assert "lh_frac100" not in our_bpf_ccas()
     via = NetnsExecutor("controller", real_lab.controller, ProcessTable())
     executor = load_inventory(real_lab.inventory).executor("S1", ProcessTable(), via=via)
     holds = BpfHolds(("lh_frac100",))
     try:
         holds.ensure({"S1": executor}, tmp_path)
-        assert holds.held["S1"]["registered"] == ["lh_frac100"] and "lh_frac100" in _registered()
+        assert holds.held["S1"]["registered"] == ["lh_frac100"] and "lh_frac100" in our_bpf_ccas()
         (proc,) = holds._procs.values()
         os.kill(proc.pid, signal.SIGKILL)                # the local ssh client, as a SIGKILL of its run kills it
-        wait_until(lambda: "lh_frac100" not in _registered(), 20, interval=0.1, what="the holder to unregister")
+        wait_until(lambda: "lh_frac100" not in our_bpf_ccas(), 20, interval=0.1, what="the holder to unregister")
     finally:
         holds.close()
-        if "lh_frac100" in _registered():
+        if "lh_frac100" in our_bpf_ccas():
             bpf_ccas.unregister("lh_frac100")
