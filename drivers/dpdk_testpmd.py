@@ -39,6 +39,7 @@ dpdk_port.py: vfio-pci or uio_pci_generic, huge pages) and after it gives the po
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 import shlex
 import sys
@@ -115,15 +116,45 @@ def testpmd_argv(*, duration_s: float, dst_mac: str, src_ip: str, dst_ip: str, i
     return [EXECUTABLE, *eal, "--", *app]
 
 
+# A flow's duration_s is its flood's: the clock starts at testpmd's forwarding line (printed by
+# every release's start_packet_forwarding), not at its launch; EAL and the port's set-up took 12 to
+# 35 s under TCG, which left a 20 s flow 2 s of flood. START_LIMIT_S bounds a start that never comes.
+FORWARDING_LINE = "packet forwarding - ports="
+START_LIMIT_S = 120
+_TIMED = """trap : INT TERM; exec 2>&1
+{{ trap : INT TERM
+  timeout --foreground --preserve-status -s INT -k 5 {limit} {command} &
+  pid=$!; echo "lhdp-pid $pid"
+  while :; do wait $pid; rc=$?; kill -0 $pid 2>/dev/null || break; done
+  echo "lhdp-rc $rc"; }} | {{ trap '' INT TERM
+  pid=; rc=1; since=; sent=
+  while IFS= read -r line; do
+    case $line in
+      "lhdp-pid "*) pid=${{line#lhdp-pid }}; continue ;;
+      "lhdp-rc "*) rc=${{line#lhdp-rc }}; continue ;;
+      *"{forwarding}"*) [ -n "$since" ] || since=$(date +%s) ;;
+    esac
+    printf '%s\\n' "$line"
+    if [ -n "$since" ] && [ -z "$sent" ] && [ $(( $(date +%s) - since )) -ge {duration} ]; then
+      kill -s INT "$pid" 2>/dev/null; sent=1
+    fi
+  done
+  exit "$rc"; }}
+rc=$?; rmdir {runtime}/{prefix} 2>/dev/null; exit $rc"""
+
+
 def bounded(argv: list[str], duration_s: float, prefix_var: str = "lhdp-$$") -> list[str]:
-    """`sh -c` around testpmd: stop it with SIGINT after duration_s, then remove EAL's empty runtime
-    dir. The file prefix argument is given as the shell's `lhdp-$$` so each run has its own."""
+    """`sh -c` around testpmd: SIGINT duration_s after it started forwarding (checked at each line
+    it prints, a stats block a second: the flood lasts duration_s to duration_s + 2), then EAL's
+    empty runtime dir removed. The file prefix argument is given as the shell's `lhdp-$$` so each
+    run has its own. The reader ignores the trial's group signal: it passes testpmd's final
+    statistics on, which testpmd prints as it stops."""
     if not duration_s or duration_s <= 0:
         raise ValueError("dpdk: testpmd is timed: a duration_s > 0 is needed (byte counts are not supported)")
     quoted = " ".join(prefix_var if a == "@PREFIX@" else shlex.quote(a) for a in argv)
-    script = (f"trap : INT TERM; exec 2>&1; "
-              f"timeout --foreground --preserve-status -s INT -k 5 {duration_s:g} {quoted}; rc=$?; "
-              f"rmdir {RUNTIME_DIR}/{prefix_var} 2>/dev/null; exit $rc")
+    script = _TIMED.format(limit=f"{math.ceil(duration_s) + START_LIMIT_S:d}", command=quoted,
+                           forwarding=FORWARDING_LINE, duration=f"{math.ceil(duration_s):d}",
+                           runtime=RUNTIME_DIR, prefix=prefix_var)
     return ["sh", "-c", script, EXECUTABLE]        # $0: the program it runs
 
 
@@ -278,6 +309,7 @@ class DpdkTestpmd:
     sends_from = "sender"
     resolves_own_address = False
     setup_round_trips = 2
+    start_allowance_s = START_LIMIT_S     # the flood is timed from its forwarding line
     option_keys = ("device", "pci", "hugepages_mb", "iface", "dst_mac", "src_ip", "dst_ip", "rx_iface", "frame_bytes",
                    "lcores", "cores", "mem_mb", "mbufs", "multi_flow")   # what a flow's [flows.options] may set
     rules = FlowRules(("udp",), check=check_flow)

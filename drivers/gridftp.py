@@ -259,6 +259,7 @@ class GridFTP:
     sends_from = "sender"
     resolves_own_address = True   # the server looks up the receiver's test address at start
     setup_round_trips = 2
+    start_allowance_s = 0.0
     option_keys = ("gridftp_control_port", "gridftp_bind")   # what a flow's [flows.options] may set
     rules = FlowRules(("tcp",), multi_stream=True, flow_fields=("storage", "file_bytes"), check=_check_flow)
 

@@ -110,6 +110,7 @@ class Iperf3:
     # connect, cookie -> PARAM_EXCHANGE, parameters -> CREATE_STREAMS, the streams' cookies ->
     # TEST_START (tcp_info: a 1-stream client's data leaves 5 round trips after its start)
     setup_round_trips = 4
+    start_allowance_s = 0.0
     # pacing_mbps: each TCP stream's pacing cap (--fq-rate: SO_MAX_PACING_RATE, which TCP's own
     # pacing honours without the fq qdisc), e.g. a burst of the OPS active profile at a set rate
     option_keys = ("pacing_mbps",)

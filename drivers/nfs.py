@@ -212,6 +212,7 @@ class Nfs:
     sends_from = "sender"
     resolves_own_address = False
     setup_round_trips = 2
+    start_allowance_s = 0.0
     option_keys = ("iterations", "window", "mount_port", "bind")   # what a flow's [flows.options] may set
     rules = FlowRules(("tcp",), flow_fields=("clients", "file_bytes"), check=_check_flow)
 

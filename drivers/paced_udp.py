@@ -198,6 +198,7 @@ class PacedUdp:
     sends_from = "sender"
     resolves_own_address = False
     setup_round_trips = 2
+    start_allowance_s = 0.0
     option_keys = ("payload_bytes", "catchup", "burst_ms", "max_lag_ms", "tick_us", "idle_timeout_s", "rcvbuf_bytes")   # what a flow's [flows.options] may set
     rules = FlowRules(("udp",), declared_rate=True, in_burst_shapes=(SINUSOID,))
 

@@ -114,6 +114,10 @@ class Tool(Protocol):
         """Round trips from its client's start to its first data byte, besides one connect per
         stream: the trial launches a burst that early."""
     @property
+    def start_allowance_s(self) -> float:
+        """Seconds its client may spend starting before its burst's own time begins (testpmd's
+        EAL and port set-up): the trial's deadline allows them."""
+    @property
     def rules(self) -> FlowRules:
         """What a flow declaration of this tool may say."""
 

@@ -380,6 +380,7 @@ class TrexStl:
     sends_from = "generator"    # the inventory's generator host: its TRex tree and DPDK ports
     resolves_own_address = False
     setup_round_trips = 2
+    start_allowance_s = 0.0
     option_keys = ("trex_server", "trex_ports", "python", "frame_bytes")   # what a flow's [flows.options] may set
     rules = FlowRules(("udp",), declared_rate=True, in_burst_shapes=(SINUSOID,))   # TRex steps f(t)
 

@@ -172,6 +172,7 @@ class Udt:
     sends_from = "sender"
     resolves_own_address = False
     setup_round_trips = 2
+    start_allowance_s = 0.0
     option_keys = tuple(OPTION_FLAGS)   # what a flow's [flows.options] may set
     rules = FlowRules(("udp",))
 

@@ -8,8 +8,9 @@ when asked for (StrictHostKeyChecking=accept-new, which still refuses a key that
 Every command is its own ssh client process, so stopping one never disturbs another, and commands
 to many hosts run concurrently from threads. Short commands (run()) share one connection per host
 (ssh_masters.py: a handshake costs tens of ms on a LAN but 1.6 s on a TCG VM); long-lived ones
-(start()) keep a connection each, so they never count against sshd's MaxSessions. `share = False`
-(the inventory's share_connections) gives every command its own connection.
+(start()) share a second one, up to LONG_LIVED_SESSIONS at once and then a connection each, so they
+never hold back the short ones. `share = False` (the inventory's share_connections) gives every
+command its own connection.
 
 Quoting happens once, at the SSH boundary: argv stays a list until shlex.join makes the one string
 the remote login shell parses (`$SHELL -c STRING`, so that shell must be POSIX: sh, bash, dash, ksh,
@@ -20,7 +21,8 @@ Remote cleanup, as thorough as locally: sshd runs every session command in a new
 setsid() before exec'ing the shell), the script execs the tool in place, so the tool's pid P is its
 process group and everything it starts stays in group P. Before exec'ing, the script forks a small
 watcher that holds the SSH session's stdin. The local side never writes to it; it reads EOF when
-the session ends for any reason: the local ssh client killed, the controller killed (the pipe's
+the session ends for any reason: the local ssh client killed (a client of a shared connection
+too: its master then closes the session), the controller killed (the pipe's
 write end dies with it), a run() that timed out. The watcher then sends TERM to group P, waits up
 to `grace_s` and sends KILL (the watcher ignores TERM and dies by that KILL). start() also learns P
 (the script announces it on stderr; the line is removed from the stderr the caller sees), so stop()
@@ -40,11 +42,10 @@ import signal
 import subprocess
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from longhaul.hardware.executors.process import CommandError, Completed, Executor, Process, ProcessTable
-from longhaul.hardware.executors.ssh_masters import IDLE_S, MASTERS
+from longhaul.hardware.executors.ssh_masters import IDLE_S, LONG_LIVED_SESSIONS, MASTERS, MAX_SESSIONS
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +106,12 @@ class SshProcess(Process):
     """A process started on a remote host: the local ssh client, plus the remote process group."""
 
     def __init__(self, popen: subprocess.Popen, argv: list[str], host: str, label: str,
-                 stdout_path: Path | None, stderr_path: Path | None, executor: "SshExecutor"):
+                 stdout_path: Path | None, stderr_path: Path | None, executor: "SshExecutor",
+                 slot: threading.BoundedSemaphore | None = None):
+        """slot: the shared connection's session it holds, given back when the session has ended."""
         super().__init__(popen, argv, host, label, stdout_path, stderr_path)
         self.executor = executor
+        self._slot = slot
         self.remote_pgid: int | None = None
         self._announced = threading.Event()
         self._early = bytearray()        # ssh's own complaints before the remote side ran
@@ -138,6 +142,8 @@ class SshProcess(Process):
             if self._sink:
                 self._sink.close()
             self.popen.stderr.close()
+            if self._slot is not None:    # stderr's end: the client and the master have let go of it
+                self._slot.release()
 
     def await_start(self, timeout: float) -> bool:
         """True once the remote side announced its process group (False: ssh failed or hung)."""
@@ -246,12 +252,14 @@ class SshExecutor(Executor):
                  f"{self.user}@{self.host}"]
         return self.via.wrap(argv) if self.via is not None else argv
 
-    def _shared(self) -> tuple[list[str], threading.BoundedSemaphore]:
-        """The client options that ride on this host's shared connection, and its session slots."""
-        path = MASTERS.control_path(self._client([]))
+    def _shared(self, long_lived: bool = False) -> tuple[list[str], threading.BoundedSemaphore]:
+        """The client options that ride on this host's shared connection (short commands', or
+        long-lived processes'), and its session slots."""
+        path = MASTERS.control_path(self._client([]) + (["long-lived"] if long_lived else []))
         control = self._client(["-o", f"ControlPath={_ssh_path(path)}"])
         return (["-o", "ControlMaster=auto", "-o", f"ControlPath={_ssh_path(path)}",
-                 "-o", f"ControlPersist={IDLE_S}"], MASTERS.register(path, control))
+                 "-o", f"ControlPersist={IDLE_S}"],
+                MASTERS.register(path, control, LONG_LIVED_SESSIONS if long_lived else MAX_SESSIONS))
 
     def ssh_argv(self, command: str, sharing: list[str] | None = None) -> list[str]:
         return [*self._client(sharing or ["-o", "ControlMaster=no", "-o", "ControlPath=none"]), "--", command]
@@ -360,14 +368,25 @@ class SshExecutor(Executor):
               stderr: Path | None = None) -> SshProcess:
         argv = [str(a) for a in argv]
         self._refuse_if_lost(argv)
+        sharing, slot = None, None
+        if self.share:
+            sharing, slots = self._shared(long_lived=True)
+            if slots.acquire(blocking=False):
+                slot = slots
+            else:
+                sharing = None            # every shared session held: a connection of its own
         out = open(stdout, "wb") if stdout else subprocess.DEVNULL
         try:
-            popen = self._popen(self.wrap(argv, watch=True, announce=True), argv, stdin=subprocess.PIPE,
-                                stdout=out, stderr=subprocess.PIPE)
+            popen = self._popen(self.wrap(argv, watch=True, announce=True, sharing=sharing), argv,
+                                stdin=subprocess.PIPE, stdout=out, stderr=subprocess.PIPE)
+        except BaseException:
+            if slot is not None:
+                slot.release()
+            raise
         finally:
             if out is not subprocess.DEVNULL:
                 out.close()
-        proc = SshProcess(popen, argv, self.name, label or argv[0], stdout, stderr, self)
+        proc = SshProcess(popen, argv, self.name, label or argv[0], stdout, stderr, self, slot)
         self.procs.add(proc)                  # registered first: an interrupt below still stops it
         with self._lock:
             self._started.append(proc)
@@ -440,13 +459,3 @@ def _settle(popen: subprocess.Popen, timeout: float) -> None:
     except ProcessLookupError:
         pass
     popen.communicate()
-
-
-def run_parallel(jobs: list[tuple[Executor, list[str]]], timeout: float = 30.0, check: bool = True,
-                 max_workers: int = 16) -> list[Completed]:
-    """Run one argv on each of several executors at once (hosts in parallel), results in order."""
-    if not jobs:
-        return []
-    with ThreadPoolExecutor(max_workers=min(max_workers, len(jobs))) as pool:
-        futures = [pool.submit(ex.run, argv, timeout, check) for ex, argv in jobs]
-        return [f.result() for f in futures]

@@ -18,9 +18,12 @@ exit` over each socket, then TERM and KILL to the pid the master reports about i
 checked against that pid's command line before any signal. Backends call it when their session
 ends; atexit calls it as a last resort.
 
-Long-lived processes (start()) keep a connection each: sshd allows MaxSessions (10 by default)
-sessions per connection, and a trial's servers, probes and agents must never count against it.
-Short commands through one master are held to MAX_SESSIONS at a time.
+Long-lived processes (start()) share a second connection per host, apart from the short commands':
+sshd allows MaxSessions (10 by default) sessions per connection, and a trial's servers, probes and
+agents must never hold back its readiness polls. Under TCG a handshake per start() put a trial's
+first burst 10-20 s after its planned start (probe, sampler and client each waited for one). Short
+commands through one master are held to MAX_SESSIONS at a time; long-lived ones to
+LONG_LIVED_SESSIONS, and a process started while all of those are held gets a connection of its own.
 
 A socket's name hashes every option that decides which host it is and how it is trusted (user,
 host, port, key, known_hosts, trust on first use, client config, the namespace the client runs in),
@@ -46,6 +49,7 @@ log = logging.getLogger(__name__)
 
 IDLE_S = 60
 MAX_SESSIONS = 6            # under sshd's default MaxSessions (10), with room for an operator's own
+LONG_LIVED_SESSIONS = 8     # a connection of their own: under MaxSessions, and never waited for
 _MASTER_PID = re.compile(r"Master running \(pid=(\d+)\)")
 
 
@@ -67,12 +71,12 @@ class Masters:
             digest = hashlib.sha256("\0".join(identity).encode()).hexdigest()[:16]
             return str(self._dir / digest)
 
-    def register(self, path: str, control_argv: list[str]) -> threading.BoundedSemaphore:
+    def register(self, path: str, control_argv: list[str], sessions: int = MAX_SESSIONS) -> threading.BoundedSemaphore:
         """Remember how to reach the master at path (control_argv + [op, destination] asks it
         something); the semaphore bounds the sessions sent through it at once."""
         with self._lock:
             self._control.setdefault(path, list(control_argv))
-            return self._slots.setdefault(path, threading.BoundedSemaphore(MAX_SESSIONS))
+            return self._slots.setdefault(path, threading.BoundedSemaphore(sessions))
 
     def close_all(self, timeout: float = 5.0) -> list[str]:
         """End every master this process made; what could not be ended, for the log."""

@@ -84,6 +84,7 @@ class ToyTool:
     sends_from = "sender"
     resolves_own_address = False
     setup_round_trips = 2
+    start_allowance_s = 0.0
     option_keys = ("payload",)
     rules = FlowRules(("udp",), declared_rate=True)
 

@@ -81,11 +81,29 @@ def test_argv_rejects(kw):
         dp.testpmd_argv(**args)
 
 
+def test_the_flood_is_timed_from_the_forwarding_line_and_keeps_the_final_statistics(tmp_path):
+    """A stand-in for testpmd (2 s of start-up, then a line a second until SIGINT, which it answers
+    with its statistics, as testpmd does) run through the wrapper: 3 s of flood, not 3 s in all."""
+    fake = tmp_path / "testpmd"
+    fake.write_text("#!/bin/sh\ntrap 'echo TX-packets: 99; exit 0' INT\necho EAL: up; sleep 2\n"
+                    f"echo 'txonly {dp.FORWARDING_LINE}1 - cores=1'\n"
+                    "while :; do echo Port statistics; sleep 1; done\n")
+    fake.chmod(0o755)
+    t0 = time.monotonic()
+    done = subprocess.run(dp.bounded([str(fake), "@PREFIX@"], 3), capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - t0
+    assert done.returncode == 0 and done.stdout.endswith("TX-packets: 99\n"), done
+    assert 2 + 3 <= took <= 2 + 3 + 2.5, took
+    assert "lhdp-" not in done.stdout
+
+
 def test_client_is_bounded_and_tidy():
     argv = dp.DpdkTestpmd().client(_spec(options={"udp_port": 7000, "frame_bytes": 1000}))
     assert argv[:2] == ["sh", "-c"]
     script = argv[2]
-    assert script.startswith("trap : INT TERM; exec 2>&1; timeout --foreground --preserve-status -s INT -k 5 4 dpdk-testpmd ")
+    # bounded by the start's limit, then timed from the forwarding line: 4 s of flood
+    assert "timeout --foreground --preserve-status -s INT -k 5 124 dpdk-testpmd " in script
+    assert f'*"{dp.FORWARDING_LINE}"*)' in script and "-ge 4 ]" in script
     assert "--file-prefix lhdp-$$ " in script and script.endswith("rmdir /var/run/dpdk/lhdp-$$ 2>/dev/null; exit $rc")
     assert "--tx-udp=7000,7000" in script and "--txpkts=1000" in script
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from ssh_lab import lab_skip_reason, ssh_lab
 
-from longhaul.hardware.executors.process import CommandError, NetnsExecutor, ProcessTable
-from longhaul.hardware.executors.ssh import MARKER, SshExecutor, remote_command, run_parallel
+from longhaul.hardware.executors.process import CommandError, NetnsExecutor, ProcessTable, wait_until
+from longhaul.hardware.executors.ssh import MARKER, SshExecutor, remote_command
+from longhaul.hardware.executors.ssh_masters import LONG_LIVED_SESSIONS
 
 TRICKY = ["a b", "it's", 'say "hi"', "$HOME", "${PATH}", "a;b", "x && y", "`id`", "$(id)", "*", "",
           "back\\slash", "tab\there", "new\nline", "--", "-n", "%s", "é ü", "!", "~", "'", '"']
@@ -229,14 +230,11 @@ def test_concurrent_runs(lab):
         t.join(60)
     assert not errors and results == {i: f"thread {i}\n" for i in range(4)}
     assert time.monotonic() - t0 < 4 * 0.5 + 8          # they overlapped (each sleeps 0.5 s)
-    other = lab.executor()
-    out = run_parallel([(ex, ["echo", "1"]), (other, ["echo", "2"])])
-    assert [r.stdout for r in out] == ["1\n", "2\n"]
     lab.assert_clean()
 
 
 @lab_test
-def test_short_commands_share_one_connection_and_long_ones_keep_their_own(lab):
+def test_short_commands_share_one_connection_and_long_ones_another(lab):
     def accepted() -> int:          # sshd logs each authenticated connection once
         return (lab.tmp / "sshd-b.log").read_text().count("Accepted publickey")
     ex = lab.executor()
@@ -244,14 +242,27 @@ def test_short_commands_share_one_connection_and_long_ones_keep_their_own(lab):
     assert [ex.run(["echo", str(i)]).stdout for i in range(5)] == [f"{i}\n" for i in range(5)]
     assert lab.executor().run(["true"]).returncode == 0       # another executor, the same host and trust
     assert accepted() == before + 1
-    proc = ex.start(["sleep", "320"])
-    assert accepted() == before + 2                           # a long-lived process: a connection of its own
-    proc.stop(term_timeout=5)
+    # long-lived processes: a second shared connection (never holding back the short commands')
+    # while it has a session free, then a connection each
+    procs = [ex.start(["sleep", "320"]) for _ in range(LONG_LIVED_SESSIONS)]
+    assert accepted() == before + 2
+    procs.append(ex.start(["sleep", "321"]))
+    assert accepted() == before + 3
+    assert [ex.run(["echo", "x"]).stdout for _ in range(3)] == ["x\n"] * 3 and accepted() == before + 3
+    os.killpg(procs[0].pid, signal.SIGKILL)      # a shared session's client dies: its tool ends with it
+    procs[0].popen.wait(10)
+    wait_until(lambda: sum(line.split(" ", 1)[1] == "sleep 320" for line in lab.leftovers(lab.ns_b)) == LONG_LIVED_SESSIONS - 1,
+               10, 0.1, what="the killed client's tool to end")
+    for proc in procs[1:]:
+        proc.stop(term_timeout=5)
+    procs = [ex.start(["sleep", "322"])]          # its sessions given back: shared again
+    assert accepted() == before + 3
+    procs[0].stop(term_timeout=5)
     strict = lab.tmp / "kh-empty-shared"
     strict.write_text("")
     with pytest.raises(CommandError, match="Host key verification failed"):
         lab.executor(known_hosts=strict).run(["true"])        # never rides on what another executor trusted
-    assert lab.executor(share=False).run(["true"]).returncode == 0 and accepted() == before + 3
+    assert lab.executor(share=False).run(["true"]).returncode == 0 and accepted() == before + 4
     lab.assert_clean()
 
 

@@ -93,8 +93,14 @@ def test_an_operator_starts_a_profile_watches_it_and_stops_it(tmp_path):
         browser.find_element("id", "stop").click()
         wait_until(lambda: browser.current_url.endswith("/live") and text("link") == "the run has ended", 120, 0.2,
                    what="the stopped run's end on the page")
-        browser.get(f"{url}/start")
-        started = browser.find_element("id", "start-1").text
+        # the store says "interrupted" as soon as the trial is cut; the process that wrote it ends
+        # after the lab's teardown, and only then does the start page say so (reloaded until it does)
+        def start_entry() -> str:
+            browser.get(f"{url}/start")
+            return shown(browser, "start-1")
+
+        wait_until(lambda: "ended (exit" in start_entry(), 120, 1.0, what="the start page's end of the run")
+        started = start_entry()
         assert "profile watch" in started and "ended (exit" in started and run_id in started, started
         assert browser.get_log("browser") == []
     assert load_store(runs / run_id).status == "interrupted"

@@ -138,9 +138,9 @@ def test_every_tool_runs_on_the_vms_within_what_the_routers_shape(vm_run):
     cells = {c["scenario"]: c for c in json.loads((run_dir / "summary.json").read_text())["cells"]
              if c["profile"] == "vm-tools"}
     assert sorted(cells) == ["dpdk-af", "dpdk-pci", "gf", "nfs", "pu", "udt"]
-    # of 10 Mb/s (paced UDP: 90 % of its 6); testpmd's start takes seconds of its 20 under TCG,
-    # so its mean is low, but while it floods the shaper is full (below)
-    floor = {"gf": 0.5, "pu": 0.54, "nfs": 0.3, "udt": 0.2, "dpdk-af": 0.2, "dpdk-pci": 0.2}
+    # of 10 Mb/s (paced UDP: 90 % of its 6); testpmd's 10 s are of flood, timed from its
+    # forwarding line (its start took 12-35 s under TCG), and while it floods the shaper is full (below)
+    floor = {"gf": 0.5, "pu": 0.54, "nfs": 0.3, "udt": 0.2, "dpdk-af": 0.5, "dpdk-pci": 0.5}
     for name, cell in cells.items():
         trial = cell["trials"][0]
         assert trial["status"] == "ok", (name, trial.get("error"))
@@ -157,8 +157,8 @@ def test_every_tool_runs_on_the_vms_within_what_the_routers_shape(vm_run):
             # whole flood (its first and last, partial, intervals left out) the rate is the shaper's
             spans = [t - before for before, t in zip([0.0] + [t for t, _ in rows], [t for t, _ in rows])]
             busy = [i for i, (_, mbps) in enumerate(rows) if mbps >= 1.0][1:-1]
-            # testpmd's start took 12-15 s of its 20 under TCG: 3 whole seconds of flood at the least
-            assert len(busy) >= 3, (name, rows)
+            # 10 s of flood (CI once had 2 when its 20 s counted from the launch: the start took 15)
+            assert len(busy) >= 6, (name, rows)
             flood = sum(rows[i][1] * spans[i] for i in busy) / sum(spans[i] for i in busy)
             assert 8.0 <= flood <= 10 * 1.05, (name, flood, rows)
         elif name != "udt":             # UDT's figures are what its receiver released (docs/tools.md)

@@ -21,7 +21,7 @@ def drive(trial: Trial, t0: float, on_tick, watch: HostWatch) -> None:
     lab, runs, probe = trial.lab, trial.runs, trial.probe
     probe_s = trial.spec.cell.probe.duration_s or 0.0
     pending = events(runs)
-    deadline = t0 + max([planned_end(r.flow) for r in runs] + [probe_s]) + GRACE_S
+    deadline = t0 + max([planned_end(r.flow) + r.tool.start_allowance_s for r in runs] + [probe_s]) + GRACE_S
     late = 0.0
     next_tick = time.monotonic()
     while True:
