@@ -5,6 +5,7 @@ tests/system/test_lab_run.py's; here: that the middle computes and stores what t
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import json
 from pathlib import Path
@@ -292,6 +293,17 @@ def test_a_dpdk_flow_binds_the_inventory_s_port_around_its_burst_and_fails_if_it
     store, _ = run(tmp_path / "b", monkeypatch, FakePath(dpdk_port=True, port_kept=True), DPDK_PROFILE)
     (trial,) = store.cells[0].trials
     assert not trial.ok and "is on uio_pci_generic, was virtio-pci" in trial.error
+
+
+def test_testpmd_s_start_up_is_waited_for_beyond_the_flows_planned_end(tmp_path, monkeypatch):
+    """A dpdk burst's duration is its flood's, timed from testpmd's forwarding line; its start-up
+    (12-35 s under TCG) comes first, so the trial's deadline allows it (start_allowance_s). Here
+    testpmd runs 1.5 s for a 0.5 s flow, with the grace after the planned end cut to 0.3 s."""
+    monkeypatch.setattr(importlib.import_module("longhaul.appliance.run.trial.drive"), "GRACE_S", 0.3)
+    profile = DPDK_PROFILE.replace("duration_s = 3", "duration_s = 0.5")
+    store, _ = run(tmp_path, monkeypatch, FakePath(dpdk_port=True, testpmd_runs_s=1.5), profile)
+    (cell,) = store.cells
+    assert all(t.ok for t in cell.trials), [t.error for t in cell.trials]
 
 
 def test_a_host_lost_as_its_trial_starts_is_named_and_the_run_stops(tmp_path, monkeypatch):

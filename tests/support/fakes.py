@@ -74,6 +74,7 @@ class FakePath:
     port_kept: bool = False           # giving that port back fails (dpdk_port restore exits 1)
     arrival_mbps: float = 8.0         # UDP payload the receivers' arrival meter counts per flow, per second
     process_start_s: float = 0.0      # how long starting a process takes (an SSH host under TCG: seconds)
+    testpmd_runs_s: float = 0.0       # how long testpmd runs: its start-up, then its flood
 
 
 class FakeExecutor:
@@ -233,7 +234,7 @@ class FakeLab:
         return (0.0, self._trex_lines(json.loads(argv[-1]))) if argv[2] == TREX_RUNNER else (0.0, "")
 
     def _testpmd(self, _host, _argv) -> tuple[float, str]:
-        return 0.0, TESTPMD.read_text()
+        return self.path.testpmd_runs_s, TESTPMD.read_text()
 
     def _iperf3(self, _host, argv) -> tuple[float, str]:
         if "-s" in argv:
