@@ -138,9 +138,10 @@ def test_every_tool_runs_on_the_vms_within_what_the_routers_shape(vm_run):
     cells = {c["scenario"]: c for c in json.loads((run_dir / "summary.json").read_text())["cells"]
              if c["profile"] == "vm-tools"}
     assert sorted(cells) == ["dpdk-af", "dpdk-pci", "gf", "nfs", "pu", "udt"]
-    # of 10 Mb/s (paced UDP: 90 % of its 6); testpmd's 10 s are of flood, timed from its
-    # forwarding line (its start took 12-35 s under TCG), and while it floods the shaper is full (below)
-    floor = {"gf": 0.5, "pu": 0.54, "nfs": 0.3, "udt": 0.2, "dpdk-af": 0.5, "dpdk-pci": 0.5}
+    # of 10 Mb/s (paced UDP: 80 % of its 6, as its arrivals go; all of its bytes arrive, below);
+    # testpmd's 10 s are of flood, timed from its forwarding line (its start took 12-35 s under
+    # TCG), and while it floods the shaper is full (below)
+    floor = {"gf": 0.5, "pu": 0.48, "nfs": 0.3, "udt": 0.2, "dpdk-af": 0.5, "dpdk-pci": 0.5}
     for name, cell in cells.items():
         trial = cell["trials"][0]
         assert trial["status"] == "ok", (name, trial.get("error"))
@@ -157,8 +158,10 @@ def test_every_tool_runs_on_the_vms_within_what_the_routers_shape(vm_run):
             # whole flood (its first and last, partial, intervals left out) the rate is the shaper's
             spans = [t - before for before, t in zip([0.0] + [t for t, _ in rows], [t for t, _ in rows])]
             busy = [i for i, (_, mbps) in enumerate(rows) if mbps >= 1.0][1:-1]
-            # 10 s of flood (CI once had 2 when its 20 s counted from the launch: the start took 15)
-            assert len(busy) >= 6, (name, rows)
+            # 10 s of flood, in the meter's intervals of 1.1-2 s under TCG: its whole busy intervals
+            # span 5 s at the least (6.9 s seen; CI once had 2 when its 20 s counted from the launch
+            # and the start took 15 of them)
+            assert sum(spans[i] for i in busy) >= 5.0, (name, rows)
             flood = sum(rows[i][1] * spans[i] for i in busy) / sum(spans[i] for i in busy)
             assert 8.0 <= flood <= 10 * 1.05, (name, flood, rows)
         elif name != "udt":             # UDT's figures are what its receiver released (docs/tools.md)
@@ -171,6 +174,10 @@ def test_every_tool_runs_on_the_vms_within_what_the_routers_shape(vm_run):
             above = [mbps for mbps in per_second if mbps > 10 * 1.05]
             named = (trial.get("collector") or {}).get("seconds_above_ceiling") or 0
             assert len(above) <= min(1, named) and max(per_second) <= 10 * 1.15, (name, per_second, named)
+    # the paced sender kept its 6 Mb/s for its 8 s and nothing was lost; a stalled VM spread the
+    # arrivals over 9.1 s once (CI: a mean of 5.27 Mb/s over them, 6 001 344 bytes all there)
+    paced = cells["pu"]["trials"][0]["flows"][0]
+    assert paced["bytes"] >= 0.98 * 6e6 and paced["lost_percent"] <= 1.0, paced
     assert cells["gf"]["trials"][0]["flows"][0]["observed_cca"] == ["cubic"]
     # the PCI cell sent from the DPDK port through DPDK's virtio driver, and its trial (which fails
     # when the port or the huge pages are not given back) is ok
