@@ -154,9 +154,14 @@ class SshProcess(Process):
     def early_stderr(self) -> str:
         return bytes(self._early).decode(errors="replace")
 
+    def _drain(self) -> None:
+        """Let the stderr relay finish. A shared connection's master holds the session's stderr
+        until the host closes the session, which a lost host never does: then it is not waited for."""
+        self._relay.join(timeout=5 if self.executor.lost is None else 0.1)
+
     def _finish(self) -> None:
         """The ssh client has exited: let the relay drain, and drop our end of its stdin."""
-        self._relay.join(timeout=5)
+        self._drain()
         if self.popen.stdin and not self.popen.stdin.closed:
             try:
                 self.popen.stdin.close()
@@ -170,7 +175,7 @@ class SshProcess(Process):
 
     def read_stderr(self) -> str:
         if self.popen.poll() is not None:
-            self._relay.join(timeout=5)
+            self._drain()
         return super().read_stderr()
 
     def stop(self, term_timeout: float = 3.0, kill_timeout: float = 3.0, sig=signal.SIGTERM) -> int | None:
