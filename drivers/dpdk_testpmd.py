@@ -146,10 +146,9 @@ rc=$?; rmdir {runtime}/{prefix} 2>/dev/null; exit $rc"""
 def bounded(argv: list[str], duration_s: float, prefix_var: str = "lhdp-$$") -> list[str]:
     """`sh -c` around testpmd: SIGINT duration_s after it started forwarding (checked at each line
     it prints, a stats block a second: the flood lasts duration_s to duration_s + 2, more on a VM
-    whose stalls hold the stats back), then EAL's
-    empty runtime dir removed. The file prefix argument is given as the shell's `lhdp-$$` so each
-    run has its own. The reader ignores the trial's group signal: it passes testpmd's final
-    statistics on, which testpmd prints as it stops."""
+    whose stalls hold the stats back), then EAL's empty runtime dir removed. The file prefix
+    argument is given as the shell's `lhdp-$$` so each run has its own. The reader ignores the
+    trial's group signal: it passes on testpmd's final statistics, which testpmd prints as it stops."""
     if not duration_s or duration_s <= 0:
         raise ValueError("dpdk: testpmd is timed: a duration_s > 0 is needed (byte counts are not supported)")
     quoted = " ".join(prefix_var if a == "@PREFIX@" else shlex.quote(a) for a in argv)
