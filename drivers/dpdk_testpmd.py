@@ -120,6 +120,7 @@ def testpmd_argv(*, duration_s: float, dst_mac: str, src_ip: str, dst_ip: str, i
 # every release's start_packet_forwarding), not at its launch; EAL and the port's set-up took 12 to
 # 35 s under TCG, which left a 20 s flow 2 s of flood. START_LIMIT_S bounds a start that never comes.
 FORWARDING_LINE = "packet forwarding - ports="
+STATS_LINE = "Port statistics"      # heads each --stats-period block: the clock is read there only
 START_LIMIT_S = 120
 _TIMED = """trap : INT TERM; exec 2>&1
 {{ trap : INT TERM
@@ -135,17 +136,19 @@ _TIMED = """trap : INT TERM; exec 2>&1
       *"{forwarding}"*) [ -n "$since" ] || since=$(date +%s) ;;
     esac
     printf '%s\\n' "$line"
-    if [ -n "$since" ] && [ -z "$sent" ] && [ $(( $(date +%s) - since )) -ge {duration} ]; then
-      kill -s INT "$pid" 2>/dev/null; sent=1
-    fi
+    case $line in *"{stats}"*)
+      if [ -n "$since" ] && [ -z "$sent" ] && [ $(( $(date +%s) - since )) -ge {duration} ]; then
+        kill -s INT "$pid" 2>/dev/null; sent=1
+      fi ;;
+    esac
   done
   exit "$rc"; }}
 rc=$?; rmdir {runtime}/{prefix} 2>/dev/null; exit $rc"""
 
 
 def bounded(argv: list[str], duration_s: float, prefix_var: str = "lhdp-$$") -> list[str]:
-    """`sh -c` around testpmd: SIGINT duration_s after it started forwarding (checked at each line
-    it prints, a stats block a second: the flood lasts duration_s to duration_s + 2, more on a VM
+    """`sh -c` around testpmd: SIGINT duration_s after it started forwarding (checked at each stats
+    block it prints, one a second: the flood lasts duration_s to duration_s + 2, more on a VM
     whose stalls hold the stats back), then EAL's empty runtime dir removed. The file prefix
     argument is given as the shell's `lhdp-$$` so each run has its own. The reader ignores the
     trial's group signal: it passes on testpmd's final statistics, which testpmd prints as it stops."""
@@ -153,7 +156,7 @@ def bounded(argv: list[str], duration_s: float, prefix_var: str = "lhdp-$$") -> 
         raise ValueError("dpdk: testpmd is timed: a duration_s > 0 is needed (byte counts are not supported)")
     quoted = " ".join(prefix_var if a == "@PREFIX@" else shlex.quote(a) for a in argv)
     script = _TIMED.format(limit=f"{math.ceil(duration_s) + START_LIMIT_S:d}", command=quoted,
-                           forwarding=FORWARDING_LINE, duration=f"{math.ceil(duration_s):d}",
+                           forwarding=FORWARDING_LINE, stats=STATS_LINE, duration=f"{math.ceil(duration_s):d}",
                            runtime=RUNTIME_DIR, prefix=prefix_var)
     return ["sh", "-c", script, EXECUTABLE]        # $0: the program it runs
 
