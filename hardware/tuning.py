@@ -31,8 +31,11 @@ def host_sysctls(cca: str, buffer, allowed_ccas: list[str], may_allow: bool = Fa
         # a flow's cwnd must not carry over between trials through the route metrics cache
         "net.ipv4.tcp_no_metrics_save": "1",
     }
-    if may_allow and cca not in allowed_ccas:
-        allowed_ccas = [*allowed_ccas, cca]
+    if may_allow:
+        if cca not in allowed_ccas:
+            allowed_ccas = [*allowed_ccas, cca]
+        # written even where it already allows it, so a lab retuned to another algorithm rewrites
+        # the same keys (Lab.retune)
         settings["net.ipv4.tcp_allowed_congestion_control"] = " ".join(allowed_ccas)
     if cca in allowed_ccas:
         settings["net.ipv4.tcp_congestion_control"] = cca

@@ -9,7 +9,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 # the phases, in the order a run passes them (the manifest lists them so)
-ORDER = ("session", "lab build", "fingerprint", "verify rtt", "verify rate", "trial set-up", "flows",
+ORDER = ("session", "lab build", "lab retune", "fingerprint", "verify rtt", "verify rate", "trial set-up", "flows",
          "trial wind-down", "trial store", "lab teardown")
 
 

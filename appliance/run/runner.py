@@ -46,7 +46,14 @@ log = logging.getLogger(__name__)
 
 
 def lab_key(spec: CellSpec) -> tuple:
-    return (spec.cell.topology, spec.cell.tuning.cca, spec.cell.tuning.buffer, _offloads(spec))
+    """Cells with the same key share a lab; their end hosts' tuning (`link_settings`' cca and buffer)
+    may differ, which a standing lab takes in place where it can (Lab.retune)."""
+    return (spec.cell.topology, _offloads(spec))
+
+
+def link_settings(spec: CellSpec) -> LinkSettings:
+    topo = spec.cell.topology
+    return LinkSettings(topo.rtt_ms, topo.queue_bytes, spec.cell.tuning.cca, spec.cell.tuning.buffer, _offloads(spec))
 
 
 def _offloads(spec: CellSpec) -> tuple[tuple[str, bool], ...]:
@@ -267,14 +274,22 @@ class Runner:
         return True
 
     def _ensure_lab(self, spec: CellSpec, store: FileRunWriter, tag: str):
+        settings = link_settings(spec)
         if self._lab is not None and lab_key(spec) == self._lab_key:
-            return self._lab
+            if self._lab.settings == settings:
+                return self._lab
+            # another congestion control or buffer on the same path: about 100 s a cell saved on
+            # emulated VMs (teardown, build and rate verification), where the lab can take it
+            with self.phases("lab retune"):
+                retuned = self._lab.retune(settings)
+            if retuned:
+                self._write_tuning(self._lab)
+                self.progress.message(f"lab {self._lab.topo.tag} retuned: cca {settings.cca}, buffer {settings.buffer}")
+                return self._lab
         self._teardown_lab()
         self._labs_built += 1
         topo = spec.cell.topology
-        wanted = LabSpec(topo.pairs, topo.access_rate_mbps, topo.bottleneck_rate_mbps, topo.mtu,
-                         LinkSettings(topo.rtt_ms, topo.queue_bytes, spec.cell.tuning.cca, spec.cell.tuning.buffer,
-                                      _offloads(spec)))
+        wanted = LabSpec(topo.pairs, topo.access_rate_mbps, topo.bottleneck_rate_mbps, topo.mtu, settings)
         workdir = store.dir / LAB_DIR / f"lab-{self._labs_built}"
         workdir.mkdir(parents=True, exist_ok=True)
         self._lab_cleanup = cleanup = CleanupStack()

@@ -111,6 +111,15 @@ class Lab(Protocol):
     def generator_facts(self, pair: int) -> dict: ...
     def router_os(self, host: str) -> RouterOS: ...
     def build(self) -> None: ...
+    # a cell on the same path that differs only in its end hosts' tuning (congestion control,
+    # buffers) takes the standing lab where its sysctls rewrite every key the last cell's wrote:
+    # True when done, False when the lab must be built anew
+    def retune(self, settings: LinkSettings) -> bool: ...
+
+
+def same_path(a: LinkSettings, b: LinkSettings) -> bool:
+    """Two cells' settings differ at most in what the end hosts are told (the path is the same)."""
+    return (a.rtt_ms, a.queue_bytes, a.offloads) == (b.rtt_ms, b.queue_bytes, b.offloads)
 
 
 class Session(Protocol):

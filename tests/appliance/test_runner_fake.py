@@ -73,6 +73,29 @@ def test_a_tiny_profile_runs_on_the_fake_lab_and_is_stored(tmp_path, monkeypatch
     assert all(p["s"] >= 0 for p in phases.values())
 
 
+TUNINGS = TINY_PROFILE.replace("repeats = 2", "repeats = 1").replace('queue = "1bdp"\n', '''queue = "1bdp"
+
+[tuning]
+cca = ["cubic", "reno"]
+buffer = ["large", "normal"]
+''')
+
+
+@pytest.mark.parametrize("retunes", [True, False], ids=["retuned", "rebuilt"])
+def test_cells_that_differ_only_in_end_host_tuning_share_the_lab_where_it_retunes(tmp_path, monkeypatch, retunes):
+    store, backend = run(tmp_path, monkeypatch, FakePath(retunes=retunes), profile=TUNINGS)
+    assert [c.status for c in store.cells] == ["complete"] * 4
+    phases = json.loads((store.dir / fmt.MANIFEST).read_text())["phases"]
+    if retunes:     # one lab, one rate verification: the path is the same; each cell's tuning in turn
+        (lab,) = backend.labs
+        assert [(s.cca, s.buffer) for s in lab.retuned] == [("cubic", "normal"), ("reno", "large"), ("reno", "normal")]
+        assert phases["lab build"]["n"] == 1 and phases["lab retune"]["n"] == 3 and phases["verify rate"]["n"] == 1
+        assert all(c.lab.ok and c.lab.shared_from == store.cells[0].id for c in store.cells[1:])
+    else:           # a lab that cannot is built again for each
+        assert len(backend.labs) == 4 and all(lab.torn_down for lab in backend.labs)
+        assert phases["lab build"]["n"] == 4 and phases["lab retune"]["n"] == 3
+
+
 def test_verification_runs_one_client_for_its_streams_where_a_process_starts_slowly(tmp_path, monkeypatch):
     """A client per stream saves the round trip each further connect takes, but costs a process
     start each: where one takes longer than half a round trip (an SSH host under TCG), one client

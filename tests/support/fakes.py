@@ -41,7 +41,7 @@ from longhaul.drivers.agents.tcpinfo_probe import NATIVE as NATIVE_PROBE
 from longhaul.drivers.dpdk_testpmd import EXECUTABLE as DPDK_TESTPMD
 from longhaul.drivers.gridftp import SERVER as GRIDFTP_SERVER
 from longhaul.drivers.trex_stl import RUNNER as TREX_RUNNER
-from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
+from longhaul.hardware.backends.base import LabNeeds, LabSpec, LinkSettings, Readiness, RunContext
 from longhaul.hardware.backends.registry import BACKENDS
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import WRITER, Completed
@@ -75,6 +75,7 @@ class FakePath:
     arrival_mbps: float = 8.0         # UDP payload the receivers' arrival meter counts per flow, per second
     process_start_s: float = 0.0      # how long starting a process takes (an SSH host under TCG: seconds)
     testpmd_runs_s: float = 0.0       # how long testpmd runs: its start-up, then its flood
+    retunes: bool = True              # a cell with other end-host tuning is taken in place (Lab.retune)
 
 
 class FakeExecutor:
@@ -158,6 +159,7 @@ class FakeLab:
         self.workdir = workdir
         self.record = None
         self.built = False
+        self.retuned: list[LinkSettings] = []
         self.torn_down = False
         self.commands: list[tuple[str, list[str]]] = []
         self._probe_t0: float | None = None       # when the verification's probe sockets were first read
@@ -191,6 +193,15 @@ class FakeLab:
 
     def build(self) -> None:
         self.built = True
+
+    def retune(self, settings: LinkSettings) -> bool:
+        """As the real labs: only the end hosts' tuning, unless the path says it cannot."""
+        if not self.path.retunes or (settings.rtt_ms, settings.queue_bytes) != (self.settings.rtt_ms,
+                                                                               self.settings.queue_bytes):
+            return False
+        self.retuned.append(settings)
+        self.settings = settings
+        return True
 
     # --- the tools' output ---
 

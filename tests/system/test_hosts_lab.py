@@ -10,6 +10,7 @@ goes through SSH, as it would to real machines.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -32,6 +33,7 @@ from longhaul.hardware.backends.ssh.lab import (
     inventory_dumbbell,
     shaping_steps,
     sysctl_steps,
+    tuned_sysctls,
 )
 from longhaul.hardware.backends.ssh.preflight import HostFacts, HostsFeatures
 from longhaul.hardware.cleanup import CleanupStack
@@ -179,6 +181,34 @@ def test_a_freebsd_router_is_shaped_by_dummynet_and_restored(monkeypatch):
     assert ["ipfw", "-q", "delete", "50"] in r2 and ["ipfw", "pipe", "delete", "50"] in r2
     assert ["sysctl", "net.inet.ip.forwarding=0"] in r2                          # as found
     assert lab.record["restored"] is True
+
+
+def test_a_standing_lab_takes_another_cca_in_place_and_restores_what_it_found(monkeypatch):
+    """Lab.retune on hosts of their own: the next cell's algorithm loaded, allowed and the
+    default, recorded in turn, and what the build found restored at teardown; a cell whose
+    tuning writes other keys (buffer limits) or asks another path is refused (rebuilt)."""
+    lab, cleanup, log = freebsd_lab(monkeypatch)
+    lab._may_allow = frozenset({"S1", "D1"})   # real hosts: their allowed list is theirs to extend for the run
+    lab.sysctls = tuned_sysctls(lab.topo, lab.settings, lab._allowed, lab.routers, lab._may_allow)
+    lab.build()
+    log.clear()
+    htcp = dataclasses.replace(lab.settings, cca="htcp")
+    assert lab.retune(htcp) and lab.settings == htcp
+    s1 = [argv for host, argv in log if host == "S1"]
+    assert ["modprobe", "tcp_htcp"] in s1
+    writes = [argv[-1] for argv in s1 if argv[:2] == ["sysctl", "-q"]]
+    assert writes.index("net.ipv4.tcp_allowed_congestion_control=reno cubic htcp") \
+        < writes.index("net.ipv4.tcp_congestion_control=htcp")
+    tuned = lab.record["hosts"]["S1"]
+    assert [a["net.ipv4.tcp_congestion_control"] for a in tuned["sysctl"]["applied_in_turn"]] == ["cubic", "htcp"]
+    assert tuned["sysctl"]["applied"]["net.ipv4.tcp_congestion_control"] == "htcp"
+    assert tuned["modules_loaded"] == ["tcp_cubic", "tcp_htcp"]       # this fake host lists none loaded
+    assert not lab.retune(dataclasses.replace(htcp, buffer="large"))    # tcp_rmem & co: keys the build never read
+    assert not lab.retune(dataclasses.replace(htcp, rtt_ms=50))
+    log.clear()
+    assert cleanup.close() == [] and lab.record["restored"] is True
+    s1 = [argv[-1] for host, argv in log if host == "S1" and argv[:2] == ["sysctl", "-q"]]
+    assert "net.ipv4.tcp_congestion_control=0" in s1                  # as this fake host first read it
 
 
 class EchoingHost(RecordingHost):

@@ -80,21 +80,23 @@ def test_profile_runs_on_vms_booted_from_the_image(vm_run):
     assert manifest["backend"] == "qemu"
     feats = manifest["features"]
     assert feats["backend"] == "qemu" and feats["delay"] == "netem"      # Debian's kernel has it
-    # one lab build per CCA of vm-smoke, the CUBIC one vm-tools' too (same path, queue and tuning)
-    assert [r["backend"] for r in manifest["host_tuning"]] == ["qemu"] * 3
-    for record in manifest["host_tuning"]:      # set on every lab NIC of every VM, then as found again
-        assert record["restored"] is True, record.get("not_restored")
-        nics = {(h, nic): seen for h in ("S1", "R1", "R2", "D1") for nic, seen in record["hosts"][h]["offloads"].items()}
-        assert len(nics) == 6 and all(s["applied"] == {"gro": False, "gso": False, "tso": False}
-                                      and s["after"] == s["before"] for s in nics.values()), nics
-        cca = record["hosts"]["S1"]["sysctl"]["applied"]["net.ipv4.tcp_congestion_control"]
-        for end in ("S1", "D1"):      # the cell's CCA loaded (not at boot) and allowed for the run only
-            tuned = record["hosts"][end]
-            assert tuned["sysctl"]["applied"]["net.ipv4.tcp_congestion_control"] == cca
-            assert tuned.get("modules_loaded", []) == ([] if cca == "cubic" else [f"tcp_{cca}"]), (end, tuned)
-            allowed = tuned["sysctl"]["applied"].get("net.ipv4.tcp_allowed_congestion_control")
-            assert (allowed is None) == (cca == "cubic") and (allowed is None or cca in allowed.split()), tuned
-            assert tuned["sysctl"]["after"] == tuned["sysctl"]["before"]
+    # one lab for both profiles (same path, queue and offloads): vm-tools' cells and vm-smoke's CUBIC
+    # on it as built, then H-TCP and Scalable TCP in turn on the same VMs (Lab.retune)
+    (record,) = manifest["host_tuning"]
+    assert record["backend"] == "qemu" and record["restored"] is True, record.get("not_restored")
+    assert (manifest["phases"]["lab build"]["n"], manifest["phases"]["lab retune"]["n"]) == (1, 2)
+    nics = {(h, nic): seen for h in ("S1", "R1", "R2", "D1") for nic, seen in record["hosts"][h]["offloads"].items()}
+    assert len(nics) == 6 and all(s["applied"] == {"gro": False, "gso": False, "tso": False}
+                                  and s["after"] == s["before"] for s in nics.values()), nics
+    for end in ("S1", "D1"):      # each cell's CCA loaded (not at boot) and allowed for the run only
+        tuned = record["hosts"][end]
+        turns = tuned["sysctl"]["applied_in_turn"]
+        assert [t["net.ipv4.tcp_congestion_control"] for t in turns] == ["cubic", "htcp", "scalable"], tuned
+        assert all(t["net.ipv4.tcp_congestion_control"] in t["net.ipv4.tcp_allowed_congestion_control"].split()
+                   for t in turns), turns
+        assert tuned.get("modules_loaded", []) == ["tcp_htcp", "tcp_scalable"], (end, tuned)
+        assert tuned["sysctl"]["after"] == tuned["sysctl"]["before"]
+        assert "htcp" not in tuned["sysctl"]["after"]["net.ipv4.tcp_allowed_congestion_control"]
     vm_lab = feats["vm_lab"]
     assert vm_lab["kernel"].endswith("-amd64") and vm_lab["accel"] in ("tcg", "kvm")
     assert set(vm_lab["vms"]) == {"S1", "R1", "R2", "D1"}

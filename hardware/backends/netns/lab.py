@@ -13,7 +13,7 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
-from longhaul.hardware.backends.base import LinkSettings, Step, bottleneck_shapes
+from longhaul.hardware.backends.base import LinkSettings, Step, bottleneck_shapes, same_path
 from longhaul.hardware.backends.netns.features import Features
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
@@ -51,12 +51,7 @@ def lab_plan(topo: Dumbbell, settings: LinkSettings, features: Features) -> list
         steps.append(Step(route.host, ["ip", "route", "add", route.destination, "via", route.via]))
     shapes = {host: shape for shape, host in bottleneck_shapes(topo, settings)}
     for host in topo.hosts:          # the routers are namespaces of this machine: Linux routers
-        settings_for = LINUX.sysctls(shapes[host.name]) if host.role == "router" else host_sysctls(
-            settings.cca, settings.buffer, list(features.allowed_congestion_controls))
-        if not features.core_mem_in_netns:
-            # the machine's own limits there: TCP autotuning still reaches the buffer through
-            # tcp_rmem/tcp_wmem, which every namespace has; only an explicit -w size is capped
-            settings_for = {k: v for k, v in settings_for.items() if k not in CORE_MEM}
+        settings_for = LINUX.sysctls(shapes[host.name]) if host.role == "router" else end_sysctls(settings, features)
         steps += [Step(host.name, argv) for argv in sysctl_argv(settings_for)]
     for link in topo.links:
         if link.kind == "access":
@@ -65,6 +60,16 @@ def lab_plan(topo: Dumbbell, settings: LinkSettings, features: Features) -> list
     for host, shape in shapes.items():
         steps += [Step(host, argv) for argv in LINUX.shaping(shape, features.netem)]
     return steps
+
+
+def end_sysctls(settings: LinkSettings, features: Features) -> dict[str, str]:
+    """An end host namespace's tuning for the cell."""
+    values = host_sysctls(settings.cca, settings.buffer, list(features.allowed_congestion_controls))
+    if not features.core_mem_in_netns:
+        # the machine's own limits there: TCP autotuning still reaches the buffer through
+        # tcp_rmem/tcp_wmem, which every namespace has; only an explicit -w size is capped
+        values = {k: v for k, v in values.items() if k not in CORE_MEM}
+    return values
 
 
 class NetnsLab:
@@ -128,6 +133,18 @@ class NetnsLab:
             self._start_delaylines()
         if self.trex is not None:
             self._start_trex()
+
+    def retune(self, settings: LinkSettings) -> bool:
+        """The next cell's congestion control and buffers in the end hosts' namespaces, where it
+        writes every key the last cell wrote (a key left out would keep the last cell's value)."""
+        if not same_path(settings, self.settings) or \
+                end_sysctls(settings, self.features).keys() != end_sysctls(self.settings, self.features).keys():
+            return False
+        for host in (h.name for h in self.topo.hosts if h.role != "router"):
+            for argv in sysctl_argv(end_sysctls(settings, self.features)):
+                self._executors[host].run(argv)
+        self.settings = settings
+        return True
 
     def _start_trex(self) -> None:
         link = self.topo.access_link(GENERATOR)

@@ -23,7 +23,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from longhaul.hardware.backends.base import LinkSettings, Step, bottleneck_shapes
+from longhaul.hardware.backends.base import LinkSettings, Step, bottleneck_shapes, same_path
 from longhaul.hardware.backends.ssh.preflight import AVAILABLE_CCAS, HostsFeatures
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
@@ -294,6 +294,27 @@ class HostsLab:
         self._shape(floor)
         self._settle(floor)
 
+    def retune(self, settings: LinkSettings) -> bool:
+        """The next cell's end-host tuning on the standing lab: its congestion control's module
+        loaded, and every sysctl the last cell wrote rewritten (else False: the lab is rebuilt).
+        Each host's record keeps what was applied in turn; teardown restores what the build found."""
+        if not same_path(settings, self.settings):
+            return False
+        new = tuned_sysctls(self.topo, settings, self._allowed, self.routers, self._may_allow)
+        ends = [h.name for h in self.topo.hosts if h.role != "router"]
+        if any(new[h].keys() != self.sysctls[h].keys() for h in ends):
+            return False
+        self.settings = settings
+        self._load_cca_modules()
+        for host in ends:
+            for argv in sysctl_argv(new[host]):
+                self.executor(host).run(argv)
+            entry = self.record["hosts"][host]["sysctl"]
+            entry.setdefault("applied_in_turn", [entry["applied"]]).append(new[host])
+            entry["applied"] = new[host]
+        self.sysctls = new
+        return True
+
     def _least_rtt(self) -> float | None:
         """The least RTT of every pair's path (each pair's floor, read in parallel): the one delay
         at the bottleneck must take no pair below the configured RTT."""
@@ -358,7 +379,7 @@ class HostsLab:
             executor = self.executor(host)
             if self.settings.cca not in executor.run(["cat", AVAILABLE_CCAS]).stdout.split():
                 executor.run(["modprobe", module])
-                self.record["hosts"][host]["modules_loaded"] = [module]
+                self.record["hosts"][host].setdefault("modules_loaded", []).append(module)
 
     def _set_offloads(self, before: dict) -> None:
         wanted = dict(self.settings.offloads)
