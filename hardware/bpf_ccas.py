@@ -39,6 +39,9 @@ class BpfCca:
     name: str                   # the algorithm's name in the kernel once registered
     stands_for: str | None      # the kernel module it is written after (None: no kernel has it)
     what: str
+    # seed 002's fractional streams: Reno whose congestion-avoidance increase is 1/divisor of its own
+    # (the paper's "virtual RTT multiplier"); None for the others
+    increase_divisor: int | None = None
 
     @property
     def object(self) -> Path:
@@ -54,9 +57,10 @@ class BpfCca:
 BPF_CCAS = {cca.name: cca for cca in (
     BpfCca("lh_htcp", "htcp", "H-TCP as net/ipv4/tcp_htcp.c (RTT scaling and bandwidth switch on), in BPF"),
     BpfCca("lh_scalable", "scalable", "Scalable TCP as net/ipv4/tcp_scalable.c (a = 0.01, b = 1/8), in BPF"),
-    BpfCca("lh_frac1", "reno", "Reno itself in BPF (a fractional stream of factor 1): BPF's cost beside the kernel's"),
-    BpfCca("lh_frac10", None, "seed 002's fractional stream: Reno with 1/10 of its increase, in BPF"),
-    BpfCca("lh_frac100", None, "seed 002's fractional stream: Reno with 1/100 of its increase, in BPF"),
+    BpfCca("lh_frac1", "reno", "Reno itself in BPF (a fractional stream of factor 1): BPF's cost beside the kernel's",
+           1),
+    BpfCca("lh_frac10", None, "seed 002's fractional stream: Reno with 1/10 of its increase, in BPF", 10),
+    BpfCca("lh_frac100", None, "seed 002's fractional stream: Reno with 1/100 of its increase, in BPF", 100),
 )}
 
 

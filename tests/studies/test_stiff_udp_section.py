@@ -1,5 +1,6 @@
 """The report's seed 002 section (Tables I-V, appropriation), rendered through its template from a
-synthetic run store of the parallel-tcp-stiff-udp profile's 9 scenarios with plausible numbers."""
+synthetic run store of the parallel-tcp-stiff-udp profile's scenarios with plausible numbers: the
+paper's Baseline, Parallel and Combined rows (one Reno stream beside BPF fractional ones)."""
 from __future__ import annotations
 
 import csv
@@ -14,6 +15,7 @@ import report_fixtures
 
 from longhaul.collectors.store.reader import load_store
 from longhaul.collectors.studies import registry
+from longhaul.collectors.studies.stiff_udp import cases as stiff_udp_cases
 from longhaul.collectors.studies.stiff_udp import section as stiff_udp_section
 from longhaul.reports import render
 from longhaul.reports.render import render_section
@@ -21,7 +23,8 @@ from longhaul.reports.render import render_section
 TAU, M, PERIOD, INTERVAL_MS = 240.0, 100.0, 9.8696, 10.0
 I_MBPS = 84 * 8 / (INTERVAL_MS / 1000) / 1e6          # fping's 84-byte echo every 10 ms
 PROFILE = "parallel-tcp-stiff-udp"
-# scenario -> (tcp streams, UDP (min, max) or None, tcp Mb/s, cross Mb/s, UDP loss %, median RTT ms)
+# scenario -> (tcp streams, UDP (min, max) or None, tcp Mb/s, cross Mb/s, UDP loss %, median RTT ms
+# [, the fractional streams' cca: a combined method, one "tcp" stream and streams - 1 "frac" ones])
 SCENARIOS = {
     "udp1-10-p1": (1, (1, 10), 70.0, None, 0.05, 68.0),
     "udp1-10-p5": (5, (1, 10), 85.0, None, 0.20, 72.0),
@@ -32,7 +35,15 @@ SCENARIOS = {
     "cross-p1": (1, None, 16.0, 75.0, None, 70.0),
     "cross-p5": (5, None, 46.0, 46.0, None, 71.0),
     "cross-p9": (9, None, 61.0, 31.0, None, 72.0),
+    "udp1-10-c5": (5, (1, 10), 83.0, None, 0.10, 85.0, "lh_frac10"),
+    "udp1-10-c9": (9, (1, 10), 84.0, None, 0.12, 99.0, "lh_frac10"),
+    "udp50-80-c5": (5, (50, 80), 21.0, None, 0.04, 68.0, "lh_frac10"),
+    "udp50-80-c9": (9, (50, 80), 27.0, None, 0.09, 79.0, "lh_frac10"),
+    "cross-c5": (5, None, 20.0, 70.0, None, 70.0, "lh_frac10"),
+    "cross-c9": (9, None, 30.0, 62.0, None, 71.0, "lh_frac10"),
+    "cross-c9-m100": (9, None, 18.5, 73.0, None, 70.0, "lh_frac100"),
 }
+COMBINED_SHARE = 0.4     # of a combined method's Mb/s, what its unmodified stream carries
 # the profile's reference values (seed 002 as printed)
 REFS = {"udp1-10-p1": {"tcp": 64.5, "achieved_pct": 65.8, "rtt_ms": 68.65, "sqrt_p": 0.261},
         "udp1-10-p5": {"tcp": 84.5, "achieved_pct": 86.74, "rtt_ms": 73.01, "sqrt_p": 0.436},
@@ -42,9 +53,19 @@ REFS = {"udp1-10-p1": {"tcp": 64.5, "achieved_pct": 65.8, "rtt_ms": 68.65, "sqrt
         "udp50-80-p9": {"tcp": 30.2, "achieved_pct": 86.4, "rtt_ms": 120.27, "sqrt_p": 0.424},
         "cross-p1": {"tcp": 15.65, "cross": 75.3},
         "cross-p5": {"tcp": 45.96, "appropriation_pct": 38.7},
-        "cross-p9": {"tcp": 61.33, "appropriation_pct": 58.0}}
+        "cross-p9": {"tcp": 61.33, "appropriation_pct": 58.0},
+        "udp1-10-c5": {}, "udp1-10-c9": {}, "udp50-80-c5": {}, "udp50-80-c9": {}, "cross-c5": {}, "cross-c9": {},
+        "cross-c9-m100": {"tcp": 18.5, "appropriation_pct": 2.9}}
 SCALE = (0.98, 1.0, 1.02)     # trial k's factor on the rates: mean = the table value, std > 0
 HIGH = ', "flows.udp.min_mbps" = 50, "flows.udp.max_mbps" = 80'
+
+
+def _set(s: tuple) -> str:
+    if len(s) < 7:
+        return f'"flows.tcp.streams" = {s[0]}'
+    return f'"flows.tcp.streams" = 1, "flows.frac.streams" = {s[0] - 1}, "flows.frac.cca" = "{s[6]}"'
+
+
 SOURCE = """[profile]
 repeats = 3
 [topology]
@@ -59,6 +80,12 @@ interval_ms = 10
 name = "tcp"
 role = "foreground"
 streams = 1
+duration_s = 240
+[[flows]]
+name = "frac"
+role = "foreground"
+cca = "lh_frac10"
+streams = 4
 duration_s = 240
 [[flows]]
 name = "udp"
@@ -78,7 +105,7 @@ streams = 5
 duration_s = 240
 """ + "".join(f"""[[scenarios]]
 name = "{n}"
-set = {{ "flows.tcp.streams" = {s[0]}{HIGH if s[1] == (50, 80) else ''} }}
+set = {{ {_set(s)}{HIGH if s[1] == (50, 80) else ''} }}
 """ for n, s in SCENARIOS.items())
 
 
@@ -91,11 +118,13 @@ def capacity_mb(lo: float, hi: float) -> float:
 def make_run(tmp_path: Path, *, skip=(), fail=(), no_rtt=(), manifest_cells=True) -> Path:
     run = tmp_path / "20261122-120000-abcdef"
     cells, declared = [], []
-    for i, (name, (streams, udp, tcp, cross, loss, rtt)) in enumerate(SCENARIOS.items()):
+    for i, (name, (streams, udp, tcp, cross, loss, rtt, *frac)) in enumerate(SCENARIOS.items()):
         if name in skip:
             continue
         cid = f"{PROFILE}-{i + 1:03d}"
-        flows = [_decl("tcp", "foreground", "iperf3", "tcp", streams, "constant")]
+        flows = [_decl("tcp", "foreground", "iperf3", "tcp", 1 if frac else streams, "constant")]
+        if frac:
+            flows.append({**_decl("frac", "foreground", "iperf3", "tcp", streams - 1, "constant"), "cca": frac[0]})
         flows.append(_decl("udp", "background", "paced-udp", "udp", 1, "sinusoid") if udp else
                      _decl("cross", "background", "iperf3", "tcp", 5, "constant"))
         values = REFS[name]
@@ -108,7 +137,7 @@ def make_run(tmp_path: Path, *, skip=(), fail=(), no_rtt=(), manifest_cells=True
                       "lab": {"ok": True}, "flows": flows, "trials": trials})
         full = [{**f, "duration_s": TAU, "start_s": 0.0} for f in flows]
         if udp:
-            full[1].update(min_mbps=float(udp[0]), max_mbps=float(udp[1]), period_s=PERIOD)
+            full[-1].update(min_mbps=float(udp[0]), max_mbps=float(udp[1]), period_s=PERIOD)
         declared.append({"id": cid, "profile": PROFILE, "scenario": name, "params": {"scenario": name},
                          **({"cell": {"topology": {"bottleneck_rate_mbps": M}, "flows": full,
                                       "probe": {"pair": 2, "mode": "interval", "interval_ms": INTERVAL_MS}}}
@@ -128,14 +157,17 @@ def _decl(name, role, tool, protocol, streams, pattern) -> dict:
 
 
 def _trial(tdir: Path, k: int, name: str, flows: list[dict], failed: bool, no_rtt: bool) -> dict:
-    _, udp, tcp, cross, loss, rtt = SCENARIOS[name]
+    _, udp, tcp, cross, loss, rtt, *frac = SCENARIOS[name]
     tdir.mkdir(parents=True)
     if failed:
         return {"trial": k, "status": "failed", "error": "iperf3 died", "flows": [], "rtt": None}
     f = SCALE[k - 1]
     t = np.arange(1.0, TAU + 1)
-    res = [{**flows[0], "mean_mbps": tcp * f, "bytes": tcp * f * 1e6 / 8 * TAU, "on_s": TAU, "lost_percent": None}]
-    rows = [(x, "tcp", "all", tcp * f) for x in t]
+    fg = [(flows[0], COMBINED_SHARE if frac else 1.0)] + ([(flows[1], 1 - COMBINED_SHARE)] if frac else [])
+    res = [{**d, "mean_mbps": tcp * f * share, "bytes": tcp * f * share * 1e6 / 8 * TAU, "on_s": TAU,
+            "lost_percent": None} for d, share in fg]
+    rows = [(x, d["name"], "all", tcp * f * share) for d, share in fg for x in t]
+    flows = [flows[0], flows[-1]]
     if udp:
         lo, hi = udp
         rate = (hi - lo) / 2 * np.cos((t - 0.5) * 2 * math.pi / PERIOD) + (hi + lo) / 2
@@ -220,13 +252,45 @@ def test_tables_with_ours_and_paper(tmp_path, manifest_cells):
     assert '<ul class="missing">' not in html          # nothing missing in a complete run
 
 
+def test_combined_rows_sum_the_unmodified_and_fractional_streams(tmp_path):
+    html = _section(make_run(tmp_path))
+    row = _row(html, "TABLE I equivalent", "Combined 5")      # 1 Reno + 4 lh_frac10: their sum
+    assert row[0].startswith("83.00 ±") and row[1] == "83.54" and row[6] == "85.75"
+    assert _row(html, "TABLE II equivalent", "Combined 9")[1] == "27.3"
+    row = _row(html, "TABLE IV equivalent", "Combined 9")
+    assert row[0] == "99.00" and row[1] == "100.51" and row[2] == f"{math.sqrt(0.12):.3f}" and row[3] == "0.332"
+    assert _row(html, "TABLE V equivalent", "Combined 5")[1] == "68.06"
+    row = _row(html, "TABLE III equivalent", "Combined 9")
+    # appropriation against cross-p1's 75: no N/(N+k) prediction for fractional streams
+    assert row[0].startswith("30.00 ±") and row[1] == "29.84" and row[6] == f"{(75 - 62) / 75 * 100:.1f}"
+    assert row[7] == "17.5" and row[8] == "–"
+    row = _row(html, "TABLE III equivalent", "Combined 9 (multiplier 100)")   # section VII.D
+    assert row[0].startswith("18.50 ±") and row[1] == "18.5" and row[7] == "2.9"
+    part = html[html.index("TABLE I equivalent"):]
+    order = [part.index(f"<td>{n}</td>") for n in ("Baseline 1", "Combined 5", "Combined 9", "Parallel 5")]
+    assert order == sorted(order)                             # the paper's row order
+
+
+def test_the_method_of_a_cell_s_foreground_flows():
+    reno = {"name": "tcp", "cca": "reno", "streams": 1}
+    assert stiff_udp_cases.method([reno]) == (1, "Baseline 1")
+    assert stiff_udp_cases.method([{**reno, "streams": 5}]) == (5, "Parallel 5")
+    frac = {"name": "frac", "cca": "lh_frac10", "streams": 8}
+    assert stiff_udp_cases.method([reno, frac]) == (9, "Combined 9")
+    assert stiff_udp_cases.method([reno, {**frac, "cca": "lh_frac100"}]) == (9, "Combined 9 (multiplier 100)")
+    assert stiff_udp_cases.method([{**reno, "streams": 2}, frac]) == (10, "Combined 10 (2 unmodified)")
+    assert stiff_udp_cases.method([{**reno, "buffer": 356000}]) == (1, "Baseline 1 (buffer 356000 B)")
+    # H-TCP in BPF is no fractional stream
+    assert stiff_udp_cases.method([reno, {**frac, "cca": "lh_htcp"}]) == (9, "Parallel 9")
+
+
 def test_missing_cells_and_trials_degrade(tmp_path):
     run = make_run(tmp_path, skip=("udp50-80-p5", "cross-p1"), fail={(f"{PROFILE}-001", 2)},
                    no_rtt={(f"{PROFILE}-002", 1)})
     html = _section(run)
     row = _row(html, "TABLE II equivalent", "Parallel 5")
     assert row[0] == "–" and row[1] == "27.6" and row[7] == "0"
-    assert "No Parallel 5 cell (UDP 50-80)" in html
+    assert "No Parallel 5 cell (UDP 50-80) in this run: its row shows" in html
     row = _row(html, "TABLE I equivalent", "Baseline 1")
     two = [70 * .98, 70 * 1.02]                          # trial 2 failed: trials 1 and 3 only
     assert row[7] == "2" and row[0] == f"{np.mean(two):.2f} ± {np.std(two, ddof=1):.2f}"
@@ -278,3 +342,13 @@ def test_stored_markup_is_escaped(tmp_path):
         (run / name).write_text((run / name).read_text().replace(f'"{old}"', f'"{evil}-001"'))
     html = _section(run)
     assert "<script>" not in html and "Cell &lt;script&gt;x-001: 2 of 3 trials ok" in html
+
+
+def test_cells_over_paths_of_several_rtts_are_rows_of_their_own(tmp_path):
+    run = make_run(tmp_path, skip=tuple(n for n in SCENARIOS if n not in ("udp1-10-p1", "udp1-10-p5")))
+    summary = json.loads((run / "summary.json").read_text())
+    summary["cells"][1]["topology"]["rtt_ms"] = 68.0
+    (run / "summary.json").write_text(json.dumps(summary))
+    html = _section(run)
+    assert _row(html, "TABLE I equivalent", "Baseline 1 at 60 ms")[1] == "64.5"        # the cell's reference
+    assert _row(html, "TABLE I equivalent", "Parallel 5 at 68 ms")[1] == "84.5"
