@@ -183,6 +183,15 @@ def test_a_freebsd_router_is_shaped_by_dummynet_and_restored(monkeypatch):
     assert lab.record["restored"] is True
 
 
+class NoModules(RecordingHost):
+    """A host whose kernel has no module for the algorithm asked."""
+
+    def run(self, argv, timeout=30.0, check=True, input=None):
+        if argv[0] == "modprobe":
+            raise RuntimeError(f"modprobe: FATAL: Module {argv[1]} not found")
+        return super().run(argv, timeout, check, input)
+
+
 def test_a_standing_lab_takes_another_cca_in_place_and_restores_what_it_found(monkeypatch):
     """Lab.retune on hosts of their own: the next cell's algorithm loaded, allowed and the
     default, recorded in turn, and what the build found restored at teardown; a cell whose
@@ -205,6 +214,12 @@ def test_a_standing_lab_takes_another_cca_in_place_and_restores_what_it_found(mo
     assert tuned["modules_loaded"] == ["tcp_cubic", "tcp_htcp"]       # this fake host lists none loaded
     assert not lab.retune(dataclasses.replace(htcp, buffer="large"))    # tcp_rmem & co: keys the build never read
     assert not lab.retune(dataclasses.replace(htcp, rtt_ms=50))
+    sender = lab._executors["S1"]
+    lab._executors["S1"] = NoModules("S1", log)
+    with pytest.raises(RuntimeError, match="modprobe"):
+        lab.retune(dataclasses.replace(htcp, cca="scalable"))
+    assert lab.settings == htcp            # not half-applied: the next cell asking for it tries again
+    lab._executors["S1"] = sender
     log.clear()
     assert cleanup.close() == [] and lab.record["restored"] is True
     s1 = [argv[-1] for host, argv in log if host == "S1" and argv[:2] == ["sysctl", "-q"]]

@@ -288,7 +288,7 @@ class HostsLab:
         self.record["path_rtt_checks_ms"] = [floor]
         if not self.compensate_path:
             floor = None
-        self._load_cca_modules()
+        self._load_cca_modules(self.settings.cca)
         for step in sysctl_steps(self.topo, self.settings, self._allowed, self.routers, self._may_allow):
             self.executor(step.host).run(step.argv)
         self._shape(floor)
@@ -304,15 +304,15 @@ class HostsLab:
         ends = [h.name for h in self.topo.hosts if h.role != "router"]
         if any(new[h].keys() != self.sysctls[h].keys() for h in ends):
             return False
-        self.settings = settings
-        self._load_cca_modules()
+        self._load_cca_modules(settings.cca)
         for host in ends:
             for argv in sysctl_argv(new[host]):
                 self.executor(host).run(argv)
             entry = self.record["hosts"][host]["sysctl"]
             entry.setdefault("applied_in_turn", [entry["applied"]]).append(new[host])
             entry["applied"] = new[host]
-        self.sysctls = new
+        # only once the hosts have it: a retune that failed half-way is tried again by the next cell
+        self.settings, self.sysctls = settings, new
         return True
 
     def _least_rtt(self) -> float | None:
@@ -370,14 +370,14 @@ class HostsLab:
         if failures:
             raise RuntimeError("; ".join(failures))
 
-    def _load_cca_modules(self) -> None:
+    def _load_cca_modules(self, cca: str) -> None:
         """The cell's CCA as a module an end host has not loaded: modprobe it, since the default and
         the allowed list take only loaded ones (a root socket asking for it would load it, a
         sysctl does not). Recorded; left loaded at teardown, where sockets may still hold it."""
-        module = f"tcp_{self.settings.cca}"
+        module = f"tcp_{cca}"
         for host in (h.name for h in self.topo.hosts if h.role != "router"):
             executor = self.executor(host)
-            if self.settings.cca not in executor.run(["cat", AVAILABLE_CCAS]).stdout.split():
+            if cca not in executor.run(["cat", AVAILABLE_CCAS]).stdout.split():
                 executor.run(["modprobe", module])
                 self.record["hosts"][host].setdefault("modules_loaded", []).append(module)
 
