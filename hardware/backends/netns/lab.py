@@ -137,11 +137,11 @@ class NetnsLab:
     def retune(self, settings: LinkSettings) -> bool:
         """The next cell's congestion control and buffers in the end hosts' namespaces, where it
         writes every key the last cell wrote (a key left out would keep the last cell's value)."""
-        if not same_path(settings, self.settings) or \
-                end_sysctls(settings, self.features).keys() != end_sysctls(self.settings, self.features).keys():
+        wanted = end_sysctls(settings, self.features)
+        if not same_path(settings, self.settings) or wanted.keys() != end_sysctls(self.settings, self.features).keys():
             return False
         for host in (h.name for h in self.topo.hosts if h.role != "router"):
-            for argv in sysctl_argv(end_sysctls(settings, self.features)):
+            for argv in sysctl_argv(wanted):
                 self._executors[host].run(argv)
         self.settings = settings
         return True
