@@ -170,7 +170,7 @@ def parse(client_text: str, server_text: str, spec=None) -> Result:
         errors.append("receiver printed nothing")
     elif summary is not None and summary.get("reason") not in ("end", "signal"):
         errors.append(f"receiver stopped: {summary.get('reason')}")
-    extra = {k: sender[k] for k in ("skipped_bytes", "send_errors", "max_late_ms", "size", "stopped")
+    extra = {k: sender[k] for k in ("send_errors", "max_late_ms", "size", "stopped")
              if sender and k in sender}
     extra.update({k: summary[k] for k in ("reason", "reordered", "late", "rcvbuf", "end_marker", "send_bins")
                   if summary and k in summary})
@@ -181,6 +181,7 @@ def parse(client_text: str, server_text: str, spec=None) -> Result:
         receiver_intervals=receiver,
         sender_intervals=_bins_to_intervals(sender.get("sent_per_s", []), schedule_s, float(sender["seconds"])) if sender else [],
         remote_port=spec.port if spec is not None else None,
+        skipped_bytes=int(sender["skipped_bytes"]) if sender and "skipped_bytes" in sender else None,
         error="; ".join(errors) or None, extra=extra,
     )
 

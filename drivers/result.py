@@ -31,6 +31,9 @@ class Result:
     sender_intervals: list[Interval] = field(default_factory=list)
     local_ports: list[int] = field(default_factory=list)
     remote_port: int | None = None
+    # bytes of a paced sender's schedule it gave up rather than send late, after its host stalled
+    # (a rate tool keeps its rate; what it skipped is named, never hidden in a lower mean)
+    skipped_bytes: int | None = None
     error: str | None = None
     extra: dict = field(default_factory=dict)          # tool-specific figures, stored as they are
 

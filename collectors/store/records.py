@@ -194,6 +194,8 @@ class FlowResult(FlowDecl):
     retransmits: int | None = None
     lost_percent: float | None = None
     observed_cca: list[str] | None = None
+    # a paced sender's schedule bytes given up after a stall (left out for tools without a schedule)
+    skipped_bytes: int | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(kw_only=True)

@@ -176,10 +176,14 @@ def test_every_tool_runs_on_the_vms_within_what_the_routers_shape(vm_run):
             above = [mbps for mbps in per_second if mbps > 10 * 1.05]
             named = (trial.get("collector") or {}).get("seconds_above_ceiling") or 0
             assert len(above) <= min(1, named) and max(per_second) <= 10 * 1.15, (name, per_second, named)
-    # the paced sender kept its 6 Mb/s for its 8 s and nothing was lost; a stalled VM spread the
-    # arrivals over 9.1 s once (CI: a mean of 5.27 Mb/s over them, 6 001 344 bytes all there)
+    # the paced sender kept its 6 Mb/s schedule for its 8 s and nothing was lost; a stalled VM spread
+    # the arrivals over 9.1 s once (CI: a mean of 5.27 Mb/s over them, 6 001 344 bytes all there).
+    # A stall beyond its max_lag makes it give the oldest backlog up, and the flow names those bytes
+    # (CI: 248 768 skipped after a 1 s stall, 5 752 576 sent and all received): not a tenth of it
     paced = cells["pu"]["trials"][0]["flows"][0]
-    assert paced["bytes"] >= 0.98 * 6e6 and paced["lost_percent"] <= 1.0, paced
+    skipped = paced.get("skipped_bytes")
+    assert skipped is not None and skipped <= 0.1 * 6e6, paced
+    assert paced["bytes"] + skipped >= 0.98 * 6e6 and paced["lost_percent"] <= 1.0, paced
     assert cells["gf"]["trials"][0]["flows"][0]["observed_cca"] == ["cubic"]
     # the PCI cell sent from the DPDK port through DPDK's virtio driver, and its trial (which fails
     # when the port or the huge pages are not given back) is ok

@@ -104,6 +104,10 @@ def summarise(trial: Trial) -> TrialSummary:
         log.warning("trial %d of %s: %d seconds above the bottleneck's payload ceiling, worst %.1f Mb/s at %d s",
                     trial_no, spec.id, len(above), max(v for _, v in above), max(above, key=lambda a: a[1])[0])
     flows = [_flow_result(run, _observed_cca(sampler.samples, run.flow.name)) for run in runs]
+    for f in flows:
+        if f.skipped_bytes:     # its host could not keep the pace: a lower mean, for a named reason
+            log.warning("trial %d of %s: flow %s's sender gave up %d bytes of its schedule after stalls",
+                        trial_no, spec.id, f.name, f.skipped_bytes)
     ctrl = control_sockets(sampler.samples)
     data_samples = [s for s in sampler.samples if (s.sock.src, s.sock.sport) not in ctrl]
     tcp_rows = [s.row() for s in data_samples]
@@ -151,6 +155,7 @@ def _flow_result(run: FlowRun, observed_cca: list[str] | None) -> FlowResult:
     last = max((l.burst.start_s + r.seconds for l, r in completed), default=first)
     retrans = [r.retransmits for r in results if r.retransmits is not None]
     lost = [r.lost_percent for r in results if r.lost_percent is not None]
+    skipped = [r.skipped_bytes for r in results if r.skipped_bytes is not None]
     return FlowResult(
         name=flow.name, role=flow.role, tool=flow.tool, protocol=flow.protocol,
         cca=run.cca if flow.protocol == "tcp" else None, pair=flow.pair, streams=flow.streams,
@@ -158,4 +163,5 @@ def _flow_result(run: FlowRun, observed_cca: list[str] | None) -> FlowResult:
         bytes=received, on_s=round(on_s, 3),
         mean_mbps=mbps(received, on_s), span_mean_mbps=mbps(received, last - first),
         retransmits=sum(retrans) if retrans else None,
-        lost_percent=sum(lost) / len(lost) if lost else None, observed_cca=observed_cca)
+        lost_percent=sum(lost) / len(lost) if lost else None, observed_cca=observed_cca,
+        skipped_bytes=sum(skipped) if skipped else None)
