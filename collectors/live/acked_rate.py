@@ -41,16 +41,33 @@ CONTROL_BYTES = 65536
 IMPRECISE_SHARE = 0.1
 
 
-def per_second(samples, port: int, start_s: float, ceiling_mbps: float | None = None) -> list[Interval]:
+def burst_sockets(samples, port: int, born_from: float | None, born_before: float | None) -> set[tuple[str, int]]:
+    """The sockets to destination `port` that one burst opened: first seen at or after its launch
+    and before the next burst to that port was launched. Bursts of a flow reuse their server's port,
+    and a socket of another burst counted in this one's seconds doubles what the wire carried."""
+    first: dict[tuple[str, int], float] = {}
+    for sample in samples:
+        if sample.sock.dport == port:
+            key = (sample.sock.src, sample.sock.sport)
+            first[key] = min(first.get(key, sample.t_s), sample.t_s)
+    return {key for key, t in first.items()
+            if (born_from is None or t >= born_from) and (born_before is None or t < born_before)}
+
+
+def per_second(samples, port: int, start_s: float, ceiling_mbps: float | None = None,
+               sockets: set[tuple[str, int]] | None = None) -> list[Interval]:
     """Intervals (end_s relative to start_s) of the data sockets to destination `port` (a socket
     that never delivered CONTROL_BYTES is a tool's control connection, not a stream); samples are
     collectors.socket_sampler.Sample with t_s on the trial's clock. ceiling_mbps: the most payload
-    the flow's bottleneck passes, against which late ACKs are re-timed (None: as acknowledged)."""
+    the flow's bottleneck passes, against which late ACKs are re-timed (None: as acknowledged).
+    sockets: the burst's own (burst_sockets; None: every socket to the port)."""
     series: dict[tuple[str, int], list[Sample]] = defaultdict(list)
     for sample in samples:
         sock = sample.sock
-        if sock.dport == port and sock.bytes_acked is not None and sample.t_s >= start_s:
-            series[(sock.src, sock.sport)].append(sample)
+        key = (sock.src, sock.sport)
+        if sock.dport == port and sock.bytes_acked is not None and sample.t_s >= start_s \
+                and (sockets is None or key in sockets):
+            series[key].append(sample)
     data = {key: [(s.t_s - start_s, delivered(s.sock), outstanding(s.sock)) for s in precise(points)]
             for key, points in series.items() if max(delivered(s.sock) for s in points) >= CONTROL_BYTES}
     if not data:
@@ -113,11 +130,13 @@ def outstanding(sock) -> int:
     return max(0, sock.unacked - (sock.sacked or 0)) * sock.mss
 
 
-def retransmits(samples, port: int, start_s: float) -> int | None:
-    """Sum over the burst's sockets of their last retrans_total."""
+def retransmits(samples, port: int, start_s: float, sockets: set[tuple[str, int]] | None = None) -> int | None:
+    """Sum over the burst's sockets (as per_second's) of their last retrans_total."""
     last: dict[tuple[str, int], int] = {}
     for sample in samples:
         sock = sample.sock
-        if sock.dport == port and sample.t_s >= start_s and sock.retrans_total is not None:
-            last[(sock.src, sock.sport)] = sock.retrans_total
+        key = (sock.src, sock.sport)
+        if sock.dport == port and sample.t_s >= start_s and sock.retrans_total is not None \
+                and (sockets is None or key in sockets):
+            last[key] = sock.retrans_total
     return sum(last.values()) if last else None

@@ -3,7 +3,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from longhaul.collectors.live.acked_rate import per_second, retimed, retransmits
+from longhaul.collectors.live.acked_rate import burst_sockets, per_second, retimed, retransmits
 from longhaul.collectors.live.socket_sampler import Sample, parse_probe_line
 from longhaul.collectors.metrics import payload_ceiling_mbps
 from longhaul.drivers.ss import Socket
@@ -25,6 +25,24 @@ def test_two_streams_per_second_from_cumulative_acked():
     assert out[0].streams == [1_000_000, 500_000] and out[0].bytes == 1_500_000
     assert out[1].bytes == 1_500_000 and out[2].seconds == 0.5 and out[2].bytes == 750_000
     assert retransmits(samples, 5301, 5.0) == 2
+
+
+def test_a_burst_counts_only_its_own_sockets_where_the_flow_s_bursts_share_a_port():
+    """A square flow's bursts reuse their server's port: bursts of 2 s at 1 MB/s launched at 0, 5
+    and 10 s. Counted by port alone, the first burst's seconds took in the later bursts' sockets
+    (an OPS recording stored 600 Mb/s through a 500 Mb/s shaper: three bursts' 200 Mb/s at once)."""
+    samples = []
+    for k, launch in enumerate((0.0, 5.0, 10.0)):
+        for tick in range(1, 21):
+            samples.append(Sample(round(launch + 0.2 + tick / 10, 3), "active0",
+                                  _sock(40000 + k, 5401, 100_000 * tick, retrans=k + 1)))
+    samples.sort(key=lambda sample: sample.t_s)
+    own = burst_sockets(samples, 5401, 0.0, 5.0)
+    assert own == {("10.1.1.2", 40000)} and burst_sockets(samples, 5401, 5.0, None) == {("10.1.1.2", 40001), ("10.1.1.2", 40002)}
+    out = per_second(samples, 5401, start_s=0.0, sockets=own)
+    assert sum(iv.bytes for iv in out) == 2_000_000 and out[-1].end_s <= 2.2
+    assert sum(iv.bytes for iv in per_second(samples, 5401, start_s=0.0)) == 6_000_000    # by port alone
+    assert retransmits(samples, 5401, 0.0, own) == 1 and retransmits(samples, 5401, 0.0) == 6
 
 
 def test_nothing_sampled_gives_nothing():

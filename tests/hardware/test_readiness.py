@@ -67,7 +67,7 @@ def test_checks_follow_role_and_os_and_never_interpolate_names():
     assert tools.argv[:2] == ("sh", "-c") and tools.argv[3:] == ("sh", "iperf3", "fping", "python3", "ss",
                                                                  "globus-url-copy")
     assert "iperf3" not in tools.argv[2] and "eno1" not in sender[4].argv[2]     # positional args only
-    assert sender[1].argv[-1] == "bbr" and sender[1].params == (("bbr",), True)
+    assert sender[1].argv[-1] == "bbr" and sender[1].params == (("bbr",), True, ())
     assert sender[5].argv[-1] == "0000:3b:00.0"                                   # sysfs is lower case
     # a DPDK port may be bound away from the kernel: its PCI device is checked, not a link
     dpdk = r.host_checks(host("sender", interfaces=[iface("eth1"), iface("dpdk0", pci="0000:00:10.0", dpdk=True)]))
@@ -82,7 +82,7 @@ def test_checks_follow_role_and_os_and_never_interpolate_names():
     assert bsd[-1].argv == ("ifconfig", "em0") and bsd[-1].name == "link em0"
     controller = r.host_checks(host("controller"))
     assert all(c.local for c in controller) and [c.name for c in controller] == ["tools", "clock sync"]
-    assert r.host_checks(host("sender"))[1].params == (r.DEFAULT_CCAS, False)    # no profile: optional
+    assert r.host_checks(host("sender"))[1].params == (r.DEFAULT_CCAS, False, ())    # no profile: optional
 
 
 def test_what_the_profiles_need():
@@ -169,28 +169,38 @@ def test_qdiscs_from_the_kernel_config_when_the_kernel_has_no_modules():
 def test_congestion_controls():
     ccas = captured("ccas_linux_nomodules")         # asked for cubic bbr vegas dctcp
     assert ccas.stdout.splitlines()[0] == "reno bbr cubic"
-    status, detail = r.interpret_ccas(ccas, (("cubic", "bbr", "vegas", "dctcp"), True))
+    status, detail = r.interpret_ccas(ccas, (("cubic", "bbr", "vegas", "dctcp"), True, ()))
     assert status == "fail" and detail.startswith("available: reno bbr cubic")
     assert "vegas: not in this kernel (# CONFIG_TCP_CONG_VEGAS is not set)" in detail
-    assert r.interpret_ccas(ccas, (("cubic", "bbr", "vegas"), False))[0] == "warn"   # nobody asked
-    assert r.interpret_ccas(ccas, (("cubic", "bbr"), True)) == ("ok", "available: reno bbr cubic")
+    assert r.interpret_ccas(ccas, (("cubic", "bbr", "vegas"), False, ()))[0] == "warn"   # nobody asked
+    assert r.interpret_ccas(ccas, (("cubic", "bbr"), True, ())) == ("ok", "available: reno bbr cubic")
     loadable = done("reno cubic\nbbr module /lib/modules/6.1.0-18-amd64/kernel/net/ipv4/tcp_bbr.ko\n")
-    status, detail = r.interpret_ccas(loadable, (("bbr",), True))
+    status, detail = r.interpret_ccas(loadable, (("bbr",), True, ()))
     assert status == "warn" and "bbr: not loaded" in detail and "modprobe tcp_bbr" in detail
     unreadable = done("", 1, "cat: /proc/sys/net/ipv4/tcp_available_congestion_control: No such file or directory\n")
-    assert r.interpret_ccas(unreadable, (("cubic",), True))[0] == "fail"
+    assert r.interpret_ccas(unreadable, (("cubic",), True, ()))[0] == "fail"
+    # a cell that allows its BPF version (cca_fallback): the preflight decides, from the stand-ins row
+    status, detail = r.interpret_ccas(done("reno cubic\nhtcp config # CONFIG_TCP_CONG_HTCP is not set\n"), (("cubic", "htcp"), True, ("htcp",)))
+    assert status == "warn" and "htcp:" in detail and "cca_fallback runs longhaul's lh_htcp" in detail
 
 
 def test_a_bpf_cca_is_checked_on_both_ends_by_its_holder_not_by_the_kernel_list(tmp_path):
     wants = r.Wants(ccas=("cubic", "lh_frac10"))
     sender, receiver = r.host_checks(host("sender"), wants), r.host_checks(host("receiver"), wants)
     (ccas,) = [c for c in sender if c.kind == "ccas"]
-    assert ccas.argv[-1] == "cubic" and ccas.params == (("cubic",), True)      # the kernel's list: cubic only
+    assert ccas.argv[-1] == "cubic" and ccas.params == (("cubic",), True, ())  # the kernel's list: cubic only
     for checks in (sender, receiver):
         (bpf,) = [c for c in checks if c.kind == "bpf"]
         assert bpf.argv == (sys.executable, "-m", "longhaul.hardware.bpf_hold", "--check", "lh_frac10")
     assert not [c for c in r.host_checks(host("router"), wants) if c.kind == "bpf"]
     assert not [c for c in r.host_checks(host("sender"), r.Wants(ccas=("cubic",))) if c.kind == "bpf"]
+    # a cell allowing the BPF version of H-TCP: both ends say whether they could run it, as a warning
+    fallback = r.Wants(ccas=("cubic", "htcp"), fallback=("htcp",))
+    for role in ("sender", "receiver"):
+        (row,) = [c for c in r.host_checks(host(role), fallback) if c.kind == "stand-ins"]
+        assert row.name == r.STAND_INS_CHECK and row.argv[-2:] == ("--check", "lh_htcp")
+        assert r.interpret(row, done("", 1, "lh_htcp.bpf.o is not built\n"))[0] == "warn"
+    assert not [c for c in r.host_checks(host("router"), fallback) if c.kind == "stand-ins"]
     # the holder's own answers, run here: built objects (or not), and a name that is not ours
     def run(*names, env=None):
         res = subprocess.run(list(bpf.argv[:4]) + list(names), capture_output=True, text=True,

@@ -1,6 +1,6 @@
 """Lab.retune on the embedded lab: a cell that differs only in its end hosts' congestion control or
 buffers takes the standing namespaces in place (the runner's side is tests/appliance/test_runner_fake.py,
-the SSH hosts' tests/system/test_hosts_lab.py)."""
+the SSH hosts' tests/hardware/test_hosts_plan.py)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ A scaled-down Overlay-1 (20 Mb/s, 40 ms, a 100 kB queue = 40 ms at the bottlenec
 recording to about two minutes; the shipped dataset is recorded with profiles/ops/lab.toml."""
 from __future__ import annotations
 
+import collections
 import csv
 import json
 import subprocess
@@ -106,6 +107,15 @@ def test_record_passive_and_active(recorded):
         late = [float(r["launched_s"]) - float(r["planned_start_s"]) for r in bursts]
         assert all(-1 < d < 0.5 for d in late), bursts
         assert {round(float(r["planned_start_s"]) - 4) % CYCLE_S for r in bursts} == {0, 3}
+        # a burst's seconds are its own sockets' though its flow's bursts share a server port (they
+        # took in every later burst's once: 600 Mb/s stored through a 500 Mb/s shaper), and each
+        # burst's series ends with it
+        trial = json.loads((trials[name] / "trial.json").read_text())
+        assert trial["collector"]["seconds_above_ceiling"] == 0, trial["collector"]
+        with (trials[name] / "throughput.csv").open() as fh:
+            rows = [r for r in csv.DictReader(fh) if r["stream"] == "all" and r["flow"].startswith("active")]
+        per_flow_second = collections.Counter((r["flow"], r["t_s"]) for r in rows)
+        assert max(per_flow_second.values()) == 1, per_flow_second.most_common(3)
 
     # ... and so the probe's own bursts show in phase: with no background, the seconds of the
     # bursts carry queueing delay and the second half of the pause is back at the path's RTT

@@ -37,7 +37,17 @@ def _tcp_arrivals(launch: Launch, trial: Trial) -> list:
     topology = trial.spec.cell.topology
     # late ACKs are re-timed against what the bottleneck can pass (acked_rate.retimed)
     ceiling = payload_ceiling_mbps(topology.bottleneck_rate_mbps, topology.mtu, ("tcp",))
-    return acked_rate.per_second(trial.sampler.samples, launch.spec.port, launch.burst.start_s, ceiling)
+    return acked_rate.per_second(trial.sampler.samples, launch.spec.port, launch.burst.start_s, ceiling,
+                                 _burst_sockets(launch, trial))
+
+
+def _burst_sockets(launch: Launch, trial: Trial) -> set[tuple[str, int]]:
+    """The sockets this burst opened: born once its launch was due (it is started then, never
+    before), and before the next burst to its port (the flow's next, on the same server) was."""
+    port, since = launch.spec.port, launch.launch_at
+    later = [other.launch_at for run in trial.runs for other in run.launches
+             if other.spec.port == port and other.launch_at > since]
+    return acked_rate.burst_sockets(trial.sampler.samples, port, since, min(later, default=None))
 
 
 def _udp_arrivals(launch: Launch, trial: Trial) -> list:
@@ -95,7 +105,8 @@ def summarise(trial: Trial) -> TrialSummary:
                 result.receiver_intervals = ARRIVALS[run.flow.protocol](launch, trial)
                 result.sender_intervals = []
             if run.flow.protocol == "tcp" and result.retransmits is None:
-                result.retransmits = acked_rate.retransmits(sampler.samples, launch.spec.port, launch.burst.start_s)
+                result.retransmits = acked_rate.retransmits(sampler.samples, launch.spec.port, launch.burst.start_s,
+                                                            _burst_sockets(launch, trial))
             throughput_rows += _throughput_rows(run.flow.name, launch, result)
     topology = spec.cell.topology
     above = seconds_above(throughput_rows, payload_ceiling_mbps(topology.bottleneck_rate_mbps, topology.mtu,

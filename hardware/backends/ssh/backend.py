@@ -35,14 +35,20 @@ class SshConfigured:
 
 class SshSession:
     runs_tools_here = False          # the programs are checked on the hosts by the preflight
-    congestion_controls = None
 
     def __init__(self, inventory: Inventory, features: HostsFeatures, procs, backend: str, compensate_path: bool = True,
-                 bpf: tuple[str, ...] = ()):
-        """bpf: the BPF congestion controls the run's cells name (held on the end hosts, bpf_holds.py)"""
+                 ccas: tuple[str, ...] = ()):
+        """ccas: the congestion controls the run's cells name; the BPF ones, and the BPF versions of
+        those a sender lacks where cells allow it (features.stand_ins), are held on the end hosts
+        (bpf_holds.py)"""
         self.inventory, self.features, self._procs, self._backend = inventory, features, procs, backend
         self._compensate_path = compensate_path
-        self.bpf = BpfHolds(bpf)
+        stand_ins = features.stand_ins
+        self.bpf = BpfHolds(bpf_names(ccas) + tuple(stand_ins.values()))
+        # the preflight checked the hosts for every cca (None); with stand-ins, what runs instead of
+        # what, for the runner's with_fallbacks and its check of cells that do not allow them
+        self.congestion_controls = (tuple(c for c in ccas if c not in stand_ins) + tuple(stand_ins.values())
+                                    if stand_ins else None)
 
     def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> hosts_lab.HostsLab:
         topo, names = hosts_lab.inventory_dumbbell(self.inventory, tag, spec.pairs, spec.bottleneck_rate_mbps,
@@ -76,7 +82,7 @@ def open_session(inventory_path: Path, needs: LabNeeds, procs: ProcessTable, bac
     except RuntimeError as exc:
         raise PreflightError(f"preflight failed: {exc}") from None
     features.backend = backend           # the manifest says which backend drove these hosts
-    return SshSession(inventory, features, procs, backend, compensate_path, bpf_names(needs.ccas))
+    return SshSession(inventory, features, procs, backend, compensate_path, tuple(needs.ccas))
 
 
 class SshBackend:
@@ -107,8 +113,8 @@ class SshBackend:
     def check(self, configured: SshConfigured, needs: LabNeeds, console) -> Readiness:
         if check_inventory(configured.inventory_path, needs, console) != 0:
             return Readiness(False)
-        open_session(configured.inventory_path, needs, ProcessTable(), self.name)
-        return Readiness(True)
+        session = open_session(configured.inventory_path, needs, ProcessTable(), self.name)
+        return Readiness(True, congestion_controls=session.congestion_controls)
 
     def leftovers(self, remove: bool) -> list[str]:
         return []       # its ssh clients are the run's journal's; ending one ends its remote group

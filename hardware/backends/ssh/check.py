@@ -25,7 +25,8 @@ def wants(needs: LabNeeds | None) -> readiness.Wants:
     """Which programs and congestion controls the run needs on the end hosts (None: no config)."""
     if needs is None:
         return readiness.Wants()
-    return readiness.Wants(tuple(needs.executables), tuple(needs.ccas), tuple(needs.resolving_tools))
+    return readiness.Wants(tuple(needs.executables), tuple(needs.ccas), tuple(needs.resolving_tools),
+                           tuple(needs.bpf_fallback))
 
 
 def run_checks(inventory, needs: LabNeeds | None = None, via=None) -> list[readiness.Row]:

@@ -9,6 +9,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
+from longhaul.hardware import bpf_ccas
 from longhaul.hardware.backends.ssh import readiness
 from longhaul.hardware.backends.ssh.host_checks import check_host
 from longhaul.hardware.delayline import helper as delayline
@@ -30,6 +31,7 @@ class HostFacts:
     ccas: tuple[str, ...] = ()                 # tcp_available_congestion_control
     netem: bool = False                        # routers: netem available (else the delay line)
     allowed_writable: bool = False             # end hosts: its own kernel's allowed list (not a netns's)
+    lacks: tuple[str, ...] = ()                # senders: cca_fallback algorithms neither listed nor loadable
 
 
 @dataclass
@@ -41,6 +43,7 @@ class HostsFeatures:
     rows: list = field(default_factory=list)                     # readiness rows (warnings kept)
     backend: str = "ssh"                                         # the backend that drives these hosts
     extra: dict = field(default_factory=dict)                    # what that backend adds (qemu: its VMs)
+    stand_ins: dict[str, str] = field(default_factory=dict)      # a cca a sender lacks -> its BPF version
 
     @property
     def delay(self) -> str:
@@ -51,6 +54,7 @@ class HostsFeatures:
         return {"backend": self.backend, "inventory": self.inventory, "delay": self.delay,
                 "hosts": {n: asdict(f) for n, f in self.hosts.items()},
                 "kernels": {r.host: r.detail for r in self.rows if r.check == "os" and r.status == readiness.OK},
+                **({"stand_ins": self.stand_ins} if self.stand_ins else {}),
                 **self.extra,
                 "readiness": [asdict(r) for r in self.rows if r.status != readiness.OK]}
 
@@ -61,8 +65,9 @@ def lab_machines(inventory, pairs: int, generator: bool = False) -> list:
     return [r1, r2, *[h for pair in inventory.pair_hosts()[:pairs] for h in pair], *([found] if found else [])]
 
 
-def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
-    """Allowed/available CCAs of end hosts, netem and the delay line's needs on routers."""
+def _facts(inventory, host, via, fallback: tuple[str, ...] = ()) -> tuple[HostFacts, list[str]]:
+    """Allowed/available CCAs of end hosts (and which of `fallback` a sender can neither find nor
+    load), netem and the delay line's needs on routers."""
     if host.role == "generator":          # TRex's own ports: readiness's trex and pci rows checked them
         return HostFacts(host.name, host.role), []
     executor = inventory.executor(host.name, ProcessTable(), via=via)
@@ -88,7 +93,26 @@ def _facts(inventory, host, via) -> tuple[HostFacts, list[str]]:
         if probe.returncode != 0:
             problems.append(f"{host.name}: the socket sampler runs {sys.executable} -m longhaul.drivers.agents.tcpinfo_probe "
                             "there: install longhaul at the same path (make setup)")
-    return HostFacts(host.name, host.role, tuple(allowed), tuple(available), allowed_writable=writable), problems
+    lacks: tuple[str, ...] = ()
+    missing = [c for c in fallback if c not in available] if host.role == "sender" else []
+    if missing:
+        found = kernel_lines(executor.run(["sh", "-c", KERNEL_SH, "sh", "tcp", "TCP_CONG", *missing], check=False).stdout)
+        lacks = tuple(c for c in missing if kernel_feature(found.get(c, "unknown"))[0] not in ("available", "loadable"))
+    return HostFacts(host.name, host.role, tuple(allowed), tuple(available), allowed_writable=writable,
+                     lacks=lacks), problems
+
+
+def stand_ins_for(hosts: dict[str, HostFacts], rows: list, fallback: tuple[str, ...]) -> tuple[dict[str, str], list[str]]:
+    """cca -> its BPF version, for each algorithm a cell may fall back on (tuning.cca_fallback) that
+    a sender lacks; and the problems: an end host whose stand-ins row says it cannot run them."""
+    chosen = {cca: bpf_ccas.stand_in(cca) for cca in fallback
+              if bpf_ccas.stand_in(cca) and any(cca in f.lacks for f in hosts.values())}
+    problems = []
+    if chosen:
+        lacking = ", ".join(f"{f.name} lacks {' '.join(f.lacks)}" for f in hosts.values() if f.lacks)
+        problems = [f"{r.host} ({r.role}) cannot run {', '.join(chosen.values())}, and {lacking}: {r.detail}"
+                    for r in rows if r.check == readiness.STAND_INS_CHECK and r.status != readiness.OK]
+    return chosen, problems
 
 
 def preflight(inventory, inventory_path, pairs: int, wants, via=None, generator: bool = False) -> HostsFeatures:
@@ -107,10 +131,14 @@ def preflight(inventory, inventory_path, pairs: int, wants, via=None, generator:
         checks = [pool.submit(check_host, inventory, h, wants, via) for h in machines]
         rows = [row for f in checks for row in f.result()]
         failed_hosts = {r.host for r in rows if r.status == readiness.FAIL}
-        facts = {h.name: pool.submit(_facts, inventory, h, via) for h in machines if h.name not in failed_hosts}
+        facts = {h.name: pool.submit(_facts, inventory, h, via, wants.fallback)
+                 for h in machines if h.name not in failed_hosts}
         found = {name: f.result() for name, f in facts.items()}
     problems += [f"{r.host} ({r.role}) {r.check}: {r.detail}" for r in rows if r.status == readiness.FAIL]
     problems += [p for _, more in found.values() for p in more]
+    hosts = {n: f for n, (f, _) in found.items()}
+    stand_ins, refused = stand_ins_for(hosts, rows, wants.fallback)
+    problems += refused
     if problems:
         raise RuntimeError("the real lab is not ready:\n  - " + "\n  - ".join(problems))
-    return HostsFeatures(str(inventory_path), {n: f for n, (f, _) in found.items()}, rows)
+    return HostsFeatures(str(inventory_path), hosts, rows, stand_ins=stand_ins)

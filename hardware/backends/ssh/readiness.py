@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from longhaul.drivers.trex_stl import API_SUBDIR, RPC_PORT
+from longhaul.hardware import bpf_ccas
 from longhaul.hardware.backends.ssh.bpf_holds import bpf_names, hold_argv
 from longhaul.hardware.routers.registry import ROUTERS
 from longhaul.hardware.verdicts import (
@@ -40,6 +41,7 @@ END_HOST_TOOLS = ("iperf3", "fping", "python3", "ss")   # the probe, the default
 CONTROLLER_TOOLS = ("ssh",)
 GENERATOR_TOOLS = ("python3", "ss")        # TRex's STL client runs there; ss sees its RPC port
 DEFAULT_CCAS = ("cubic", "bbr")            # looked for when no profile says: missing ones only warn
+STAND_INS_CHECK = "BPF stand-ins"           # the row the preflight reads to allow a cca_fallback
 WARN_OFFSET_S = 0.010
 FAIL_OFFSET_S = 1.0
 
@@ -86,6 +88,8 @@ class Wants:
     tools: tuple[str, ...] = ()   # executables of the traffic tools the profiles use
     ccas: tuple[str, ...] = ()    # congestion controls of their TCP flows (empty: DEFAULT_CCAS, optional)
     resolving: tuple[str, ...] = ()   # tools whose server looks up the receiver's test address
+    # kernel congestion controls whose BPF version may run where a sender lacks them (cca_fallback)
+    fallback: tuple[str, ...] = ()
 
 
 # -- which checks -----------------------------------------------------------------------------
@@ -120,9 +124,13 @@ def host_checks(host, wants: Wants = Wants()) -> list[Check]:
         kernel = tuple(c for c in wants.ccas if c not in bpf)
         ccas = kernel or DEFAULT_CCAS
         checks.append(Check("congestion controls", "ccas",
-                            ("sh", "-c", _CCA_SH, "sh", "tcp", "TCP_CONG", *ccas), (ccas, bool(kernel))))
+                            ("sh", "-c", _CCA_SH, "sh", "tcp", "TCP_CONG", *ccas), (ccas, bool(kernel), wants.fallback)))
     if bpf and host.role in ("sender", "receiver"):       # both ends' sockets name it (iperf3 -C)
         checks.append(Check("BPF congestion controls", "bpf", tuple(hold_argv(bpf, check=True))))
+    stand_ins = tuple(s for s in map(bpf_ccas.stand_in, wants.fallback) if s and s not in bpf)
+    if stand_ins and host.role in ("sender", "receiver"):
+        # needed only where a sender lacks the kernel's own: the preflight decides (a warning here)
+        checks.append(Check(STAND_INS_CHECK, "stand-ins", tuple(hold_argv(stand_ins, check=True))))
     if host.role == "generator" and host.trex_path:
         checks.append(Check("trex", "trex", ("sh", "-c", _TREX_SH, "sh", host.trex_path), (host.trex_path,)))
     if host.role == "receiver" and wants.resolving:
@@ -205,7 +213,7 @@ def interpret_tools(done, tools) -> tuple[str, str]:
 
 
 def interpret_ccas(done, params) -> tuple[str, str]:
-    wanted, required = params
+    wanted, required, fallback = params
     lines = done.stdout.splitlines()
     if done.returncode != 0 or not lines:
         return FAIL, "cannot read tcp_available_congestion_control: " + first_line(done.stderr)
@@ -221,6 +229,9 @@ def interpret_ccas(done, params) -> tuple[str, str]:
         elif state == "loadable":
             statuses.append(WARN)
             notes.append(f"{cca}: not loaded, {words} (a run loads it: modprobe tcp_{cca})")
+        elif cca in fallback:       # the preflight checks the stand-in on every end host
+            statuses.append(WARN)
+            notes.append(f"{cca}: {words} (tuning.cca_fallback runs longhaul's {bpf_ccas.stand_in(cca)})")
         else:
             statuses.append(FAIL if required else WARN)
             notes.append(f"{cca}: {words}" + ("" if required else " (no profile asks for it)"))
@@ -236,6 +247,13 @@ def interpret_bpf(done) -> tuple[str, str]:
     if done.returncode == 127 or "No module named" in done.stderr:
         return FAIL, "longhaul is not installed at the controller's path there (make setup): " + first_line(done.stderr)
     return FAIL, said
+
+
+def interpret_stand_ins(done) -> tuple[str, str]:
+    """The BPF versions of kernel algorithms a cell may fall back to: a host that cannot run them
+    is a warning here, and a refusal from the preflight only where a sender lacks the kernel's."""
+    status, said = interpret_bpf(done)
+    return (OK, said) if status == OK else (WARN, said + " (only a sender lacking the kernel's own needs them)")
 
 
 def interpret_name(done, params) -> tuple[str, str]:
@@ -331,7 +349,7 @@ def interpret(check: Check, done) -> tuple[str, str]:
     if check.reader is not None:
         return check.reader(done)
     with_params = {"tools": interpret_tools, "ccas": interpret_ccas, "name": interpret_name, "trex": interpret_trex}
-    plain = {"clock": interpret_clock, "bpf": interpret_bpf}
+    plain = {"clock": interpret_clock, "bpf": interpret_bpf, "stand-ins": interpret_stand_ins}
     if check.kind in with_params:
         return with_params[check.kind](done, check.params)
     if check.kind in plain:
