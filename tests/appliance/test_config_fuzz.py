@@ -2,7 +2,7 @@
 succeeds or raises a ConfigError naming file, line and key, never any other exception.
 
 Two kinds of mutation start from each shipped file (config.toml, config-vm.toml, every
-profiles/*.toml, profiles/ops/lab.toml and decision.toml, hardware/example-inventory.toml):
+profiles/*.toml, profiles/ops/lab*.toml and decision.toml, hardware/example-inventory.toml):
 - values: parse the file, then replace a value with another type, delete, add, rename or duplicate
   keys and entries, and write the result back as TOML (a small serialiser below, in the shapes
   these files use: tables, arrays of tables, inline tables, one-line arrays);
@@ -57,7 +57,7 @@ CONFIG_SEEDS = {
 SEEDS = {
     "config": CONFIG_SEEDS,
     "profile": {p.name: p.read_text(encoding="utf-8") for p in PROFILES},
-    "ops_lab": {"lab.toml": (REPO / "profiles" / "ops" / "lab.toml").read_text(encoding="utf-8")},
+    "ops_lab": {p.name: p.read_text(encoding="utf-8") for p in sorted((REPO / "profiles" / "ops").glob("lab*.toml"))},
     "decision": {"decision.toml": (REPO / "profiles" / "ops" / "decision.toml").read_text(encoding="utf-8")},
     "inventory": {INVENTORY.name: INVENTORY.read_text(encoding="utf-8")},
 }
