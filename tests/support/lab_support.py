@@ -50,7 +50,11 @@ PATIENT_VERIFY = "attempts = 6\nretry_pause_s = 8"
 # A lab of VMs under TCG (config-vm.toml says why): the emulated hops' time adds to the idle RTT (a
 # TCG lab takes none of it off the routers' delay: it is no floor, hardware/backends/ssh/lab.py), and
 # the router's own clock and shaper jitter by a few per cent over a short probe.
-TCG_VERIFY = PATIENT_VERIFY + "\nrtt_tolerance_ms = 15\nrate_tolerance_pct = 10\nrate_probe_s = 6"
+def tcg_verify(rtt_tolerance_ms: float = 15) -> str:
+    return PATIENT_VERIFY + f"\nrtt_tolerance_ms = {rtt_tolerance_ms:g}\nrate_tolerance_pct = 10\nrate_probe_s = 6"
+
+
+TCG_VERIFY = tcg_verify()
 
 
 def write_lab_config(tmp: Path, profile_text: str, name: str = "t", verify: str = PATIENT_VERIFY) -> Path:

@@ -1,7 +1,7 @@
 """A planted regression on the embedded lab, end to end through `longhaul suite`: the suite runs
 once with CUBIC as the end hosts' congestion control, then again with Reno, over a path whose
-queue is a quarter of its BDP (Reno halves to 0.62 BDP after slow start's loss and regains one
-segment a round trip; CUBIC keeps 0.7 and regrows in seconds; below, why 8 s). The second run's
+queue is 0.15 of its BDP (Reno halves after slow start's loss and regains one segment a round trip;
+CUBIC keeps 0.7 and regrows in seconds; below, why that queue). The second run's
 comparison with the first must say "regression" (exit 3) for the foreground's throughput, and the fingerprint diff
 must name the congestion-control sysctl that changed on the end hosts.
 
@@ -19,13 +19,14 @@ from longhaul.collectors.store.fingerprint import diff_fingerprints, fingerprint
 from longhaul.collectors.store.reader import load_store
 from longhaul.collectors.studies.regression.compare import REGRESSION, compare_runs
 
-# 200 Mb/s x 40 ms = 1 MB in flight = 690 segments; with the queue, 860 before a loss. Reno leaves
-# slow start with half of what it had in flight when it saw the first loss: mostly 0.7 BDP, but
-# about one trial in ten it sees it late and keeps 1.04 BDP (CI, 2026-11-28: 182 Mb/s in 6 s beside
-# CUBIC's 180). Such a trial fills the queue again at ~6 s and halves to 0.62 BDP, so over 8 s every
-# Reno trial stays ~10 Mb/s below CUBIC, whose trials agree within 1 Mb/s (measured: 142-163 vs
-# 183.0-183.3). Holm's first threshold for 3 tests is 0.0033: 7 + 7 trials reach it with one pair
-# out of order (0.0012), where 6 + 6 need every Reno trial below every CUBIC one.
+# 200 Mb/s x 40 ms = 1 MB in flight = 690 segments; with the 150 KB queue, 790 before a loss. Reno
+# leaves slow start with half of what it had in flight when it saw the first loss: mostly 0.6-0.7
+# BDP, but about one trial in ten it sees it late and keeps 1.04 BDP. With a quarter-BDP queue such
+# a trial ran at CUBIC's rate for 6 s before its next loss, and failed CI twice (at 6 s, then at
+# 8 s with 7 + 7 trials). With this queue it fills the queue within 3 s and halves to 0.57 BDP.
+# Measured here (2026-11-28, 10 s trials): Reno 111.8-128.7 Mb/s, CUBIC 174.5-185.6, 8 + 8 trials.
+# Holm's first threshold for 3 tests is 0.0033: 7 + 7 trials reach it with one pair out of order
+# (0.0012), where 6 + 6 need every Reno trial below every CUBIC one.
 SUITE = """
 [profile]
 description = "planted regression"
@@ -35,7 +36,7 @@ pairs = 1
 access_rate_mbps = 1000
 bottleneck_rate_mbps = 200
 rtt_ms = 40
-queue = "250KB"
+queue = "150KB"
 [tuning]
 cca = "{cca}"
 buffer = "large"
