@@ -33,7 +33,7 @@ from pathlib import Path
 
 from longhaul.core.paths import BUILD_BIN
 from longhaul.hardware.executors.process import CommandError, Executor, Process, wait_until, write_file
-from longhaul.hardware.executors.ssh import map_paths
+from longhaul.hardware.executors.ssh_remote import map_paths
 
 log = logging.getLogger(__name__)
 

@@ -12,23 +12,7 @@ to many hosts run concurrently from threads. Short commands (run()) share one co
 never hold back the short ones. `share = False` (the inventory's share_connections) gives every
 command its own connection.
 
-Quoting happens once, at the SSH boundary: argv stays a list until shlex.join makes the one string
-the remote login shell parses (`$SHELL -c STRING`, so that shell must be POSIX: sh, bash, dash, ksh,
-zsh). The string execs /bin/sh with a fixed script and the argv as "$@", so no argument is ever
-re-parsed.
-
-Remote cleanup, as thorough as locally: sshd runs every session command in a new session (it calls
-setsid() before exec'ing the shell), the script execs the tool in place, so the tool's pid P is its
-process group and everything it starts stays in group P. Before exec'ing, the script forks a small
-watcher that holds the SSH session's stdin. The local side never writes to it; it reads EOF when
-the session ends for any reason: the local ssh client killed (a client of a shared connection
-too: its master then closes the session), the controller killed (the pipe's
-write end dies with it), a run() that timed out. The watcher then sends TERM to group P, waits up
-to `grace_s` and sends KILL (the watcher ignores TERM and dies by that KILL). start() also learns P
-(the script announces it on stderr; the line is removed from the stderr the caller sees), so stop()
-signals the remote group over a second SSH connection, TERM then KILL like a local stop, and
-cleanup() does that for every group this executor started and has not seen end. As locally, a
-tool that makes its own session (a daemon) escapes its group: run such tools in the foreground.
+The string sent to the remote shell, and how the remote tool is cleaned up, are ssh_remote.py's.
 """
 
 from __future__ import annotations
@@ -36,8 +20,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
-import shlex
 import signal
 import subprocess
 import threading
@@ -46,53 +28,9 @@ from pathlib import Path
 
 from longhaul.hardware.executors.process import CommandError, Completed, Executor, Process, ProcessTable
 from longhaul.hardware.executors.ssh_masters import IDLE_S, LONG_LIVED_SESSIONS, MASTERS, MAX_SESSIONS
+from longhaul.hardware.executors.ssh_remote import MARKER_RE, SIGNAL_GROUPS, announced_pgid, map_paths, remote_command
 
 log = logging.getLogger(__name__)
-
-MARKER = "__longhaul_pgid__"
-_MARKER_RE = re.compile(rb"^" + MARKER.encode() + rb" (\d+)\r?\n?$")
-
-# fd 3 keeps the session's stdin for the watcher; the tool gets /dev/null (as Executor.start gives
-# a local tool) and does not inherit fd 3. The watcher's output goes to /dev/null so it never
-# holds the session's stdout/stderr open: the session ends when the tool ends.
-_WATCHED = """exec 3<&0 </dev/null
-( trap '' TERM INT HUP
-  read x <&3
-  kill -s TERM 0 2>/dev/null
-  i=0
-  while [ $i -lt {grace} ] && kill -0 $$ 2>/dev/null; do sleep 1; i=$((i+1)); done
-  kill -s KILL 0 ) </dev/null >/dev/null 2>&1 &
-{announce}exec "$@" 3<&-"""
-# run() with input: the tool reads the session's stdin itself, so no watcher can hold it; the
-# announced group is killed over a second connection if the run times out.
-_PLAIN = '{announce}exec "$@"'
-_ANNOUNCE = f'echo "{MARKER} $$" >&2\n'
-_SIGNAL = 'sig=$1; shift; for g do kill -s "$sig" -- "-$g" 2>/dev/null || kill -s "$sig" "$g" 2>/dev/null; done; exit 0'
-
-
-def remote_command(argv: list[str], watch: bool = True, announce: bool = False, grace_s: int = 5) -> str:
-    """The one string sent to the remote login shell: the only place argv is quoted."""
-    template = _WATCHED if watch else _PLAIN
-    script = template.format(grace=int(grace_s), announce=_ANNOUNCE if announce else "")
-    return shlex.join(["exec", "/bin/sh", "-c", script, "longhaul", *[str(a) for a in argv]])
-
-
-def map_paths(argv: list[str], path_map: tuple[tuple[str, str], ...]) -> list[str]:
-    """Controller install paths (its venv's python, its built helpers) as the host's: a prefix
-    at the start of an argument or right after a `KEY=` (LD_PRELOAD=...)."""
-    if not path_map:
-        return argv
-    out = []
-    for arg in argv:
-        key, eq, value = arg.partition("=") if not arg.startswith("/") else ("", "", arg)
-        target = value if (eq or not key) else arg
-        for local, remote in path_map:
-            if target.startswith(local):
-                target = remote + target[len(local):]
-                break
-        out.append(f"{key}={target}" if eq else target)
-    return out
-
 
 def _ssh_path(path) -> str:
     """A path as an ssh option value: ssh expands %-tokens in these, and splits on spaces."""
@@ -125,7 +63,7 @@ class SshProcess(Process):
         try:
             for line in iter(self.popen.stderr.readline, b""):
                 if self.remote_pgid is None:
-                    match = _MARKER_RE.match(line)
+                    match = MARKER_RE.match(line)
                     if match:
                         self.remote_pgid = int(match.group(1))
                         self._announced.set()
@@ -354,7 +292,7 @@ class SshExecutor(Executor):
         try:
             out, err = popen.communicate(input=input.encode(), timeout=timeout)
         except subprocess.TimeoutExpired as exc:
-            pgid = _announced(exc.stderr or b"")
+            pgid = announced_pgid(exc.stderr or b"")
             if pgid is not None:
                 self.signal_remote([pgid], signal.SIGKILL)
             _settle(popen, 2.0)
@@ -364,7 +302,7 @@ class SshExecutor(Executor):
             raise
         lines = err.splitlines(keepends=True)
         for i, line in enumerate(lines):      # ssh or a login script may have written first
-            if _MARKER_RE.match(line):
+            if MARKER_RE.match(line):
                 del lines[i]
                 break
         return popen.returncode, out.decode(errors="replace"), b"".join(lines).decode(errors="replace")
@@ -407,7 +345,7 @@ class SshExecutor(Executor):
         connection; False when the host could not be reached."""
         name = signal.Signals(signum).name.removeprefix("SIG")
         try:
-            res = self.run(["sh", "-c", _SIGNAL, "sh", name, *[str(int(p)) for p in pgids]],
+            res = self.run(["sh", "-c", SIGNAL_GROUPS, "sh", name, *[str(int(p)) for p in pgids]],
                            timeout=timeout or self.connect_timeout + 5, check=False)
         except CommandError as exc:
             log.warning("could not signal %s on %s: %s", pgids, self.name, exc)
@@ -442,14 +380,6 @@ class SshExecutor(Executor):
     def started(self) -> list[SshProcess]:
         with self._lock:
             return list(self._started)
-
-
-def _announced(err: bytes) -> int | None:
-    for line in err.splitlines():
-        match = _MARKER_RE.match(line)
-        if match:
-            return int(match.group(1))
-    return None
 
 
 def _settle(popen: subprocess.Popen, timeout: float) -> None:

@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import fake_lab
 import fakes
 import pytest
 import report_fixtures
@@ -146,7 +147,7 @@ def _toy_sender(respond):
 
 def test_a_toy_tool(tmp_path, monkeypatch):
     monkeypatch.setitem(TOOLS, "toy", ToyTool)
-    monkeypatch.setattr(fakes.FakeLab, "respond", _toy_sender(fakes.FakeLab.respond))
+    monkeypatch.setattr(fake_lab.FakeLab, "respond", _toy_sender(fake_lab.FakeLab.respond))
     fakes.use_fake_backend(monkeypatch)
     config = load_config(fakes.write_fake_config(tmp_path, TOY_PROFILE, "toy"))
     store = Runner(config, Progress(Console(file=io.StringIO()), live=False)).run()
@@ -182,7 +183,7 @@ def test_a_toy_pattern(tmp_path, monkeypatch):
                     ("on_s", "off_s"), "on_s and off_s")
     monkeypatch.setitem(PATTERNS, "twice", twice)
     monkeypatch.setitem(TOOLS, "toy", ToyTool)
-    monkeypatch.setattr(fakes.FakeLab, "respond", _toy_sender(fakes.FakeLab.respond))
+    monkeypatch.setattr(fake_lab.FakeLab, "respond", _toy_sender(fake_lab.FakeLab.respond))
     fakes.use_fake_backend(monkeypatch)
     for change, expected in ((("off_s = 2\n", ""), "pattern 'twice' needs on_s and off_s"),
                              (("off_s = 2\n", "off_s = 2\nmax_mbps = 5\n"), "max_mbps is for pattern 'sinusoid'"),

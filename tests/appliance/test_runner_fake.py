@@ -11,15 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import (
-    DPDK_PORT_AGENT,
-    IPERF3_TCP,
-    TINY_PROFILE,
-    FakeBackend,
-    FakePath,
-    use_fake_backend,
-    write_fake_config,
-)
+from fake_lab import DPDK_PORT_AGENT, IPERF3_TCP, FakeExecutor, FakePath
+from fakes import TINY_PROFILE, FakeBackend, use_fake_backend, write_fake_config
 from rich.console import Console
 
 from longhaul.appliance.cli import app
@@ -333,12 +326,10 @@ def test_a_host_lost_as_its_trial_starts_is_named_and_the_run_stops(tmp_path, mo
     """A powered-off sender: the RTT probe's SSH session to it times out before the host watch's
     periodic checks have missed twice. The trial asks every host once more (HostWatch.settle), so
     the run stops naming S1, not an anonymous tool error."""
-    import fakes
-
     from longhaul.core.errors import RunError
     from longhaul.hardware.executors.process import CommandError
 
-    real_start = fakes.FakeExecutor.start
+    real_start = FakeExecutor.start
 
     def start(self, argv, label="", stdout=None, stderr=None):
         if self.name == "S1" and label == "fping-bursts":
@@ -346,11 +337,11 @@ def test_a_host_lost_as_its_trial_starts_is_named_and_the_run_stops(tmp_path, mo
             raise CommandError("S1", argv, 255, "Connection timed out during banner exchange")
         return real_start(self, argv, label, stdout, stderr)
 
-    monkeypatch.setattr(fakes.FakeExecutor, "start", start)
-    monkeypatch.setattr(fakes.FakeExecutor, "remote", True)
-    monkeypatch.setattr(fakes.FakeExecutor, "alive",
+    monkeypatch.setattr(FakeExecutor, "start", start)
+    monkeypatch.setattr(FakeExecutor, "remote", True)
+    monkeypatch.setattr(FakeExecutor, "alive",
                         lambda self, timeout: not (self.name == "S1" and getattr(self.lab, "s1_gone", False)), raising=False)
-    monkeypatch.setattr(fakes.FakeExecutor, "fence", lambda self, why: setattr(self, "lost", why), raising=False)
+    monkeypatch.setattr(FakeExecutor, "fence", lambda self, why: setattr(self, "lost", why), raising=False)
     with pytest.raises(RunError, match=r"S1 lost in trial 1 of .*Connection timed out.*the run stops"):
         run(tmp_path, monkeypatch)
     (run_dir,) = [p.parent for p in (tmp_path / "runs").glob("*/summary.json")]

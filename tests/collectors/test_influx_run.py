@@ -9,7 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fakes import FakeBackend, FakePath, use_fake_backend, write_fake_config
+from fake_lab import FakePath
+from fakes import FakeBackend, use_fake_backend, write_fake_config
 from influxd import influx_server
 from rich.console import Console
 

@@ -1,10 +1,8 @@
 """Telegraf on the lab hosts (collectors/live/telegraf.py) and the tcp_info probe's line protocol
-(drivers/agents/tcpinfo_probe.py --format influx, drivers/agents/line_protocol.py).
-
-Pure parts first: the escaping (parsed back by a reader with Telegraf's unescaping rules, and by
-Telegraf itself when the binary is built), the probe's points, the generated config. Then the real
-thing: build/bin/telegraf on two namespaces joined by a veth while iperf3 runs (root), and on a
-"remote" host behind a real sshd (tests/support/ssh_lab.py).
+(drivers/agents/tcpinfo_probe.py --format influx, drivers/agents/line_protocol.py): the escaping
+(parsed back by tests/support/influx_lines.py, a reader with Telegraf's unescaping rules, and by
+Telegraf itself when the binary is built), the probe's points, the generated config, the build.
+The fleet for real is tests/collectors/test_telegraf_fleet.py's.
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -22,83 +19,17 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from netns_wiring import veth_pair
-from ssh_lab import lab_skip_reason as ssh_skip_reason
-from ssh_lab import ssh_lab
+from influx_lines import parse_line
 
 from longhaul.appliance.image import build as image
 from longhaul.collectors.live import telegraf as tg
 from longhaul.drivers.agents import tcpinfo_probe
 from longhaul.drivers.agents.line_protocol import escape_key, escape_name, line
-from longhaul.hardware.executors.process import NetnsExecutor, ProcessTable, wait_until
-from longhaul.hardware.topology import Dumbbell, Host, Link, Port
 
 BINARY = tg.LOCAL_BINARY
 needs_binary = pytest.mark.skipif(not os.access(BINARY, os.X_OK),
                                   reason=f"{BINARY} is not built (make telegraf builds it where a Go >= 1.25 is)")
 
-
-# -- a line-protocol reader with Telegraf's unescaping (plugins/parsers/influx/escape.go) ----------
-
-_TAG_UNESCAPE = {",": ",", " ": " ", "=": "=", '"': '"'}
-_NAME_UNESCAPE = {",": ",", " ": " "}
-
-
-def _read(text: str, i: int, stops: str, unescape: dict) -> tuple[str, int]:
-    out = []
-    while i < len(text) and text[i] not in stops:
-        if text[i] == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            out.append(unescape.get(nxt, "\\" + nxt))   # an escape Telegraf does not know stays as is
-            i += 2
-            continue
-        out.append(text[i])
-        i += 1
-    return "".join(out), i
-
-
-def _string_field(text: str, i: int) -> tuple[str, int]:
-    out, i = [], i + 1
-    while text[i] != '"':
-        if text[i] == "\\" and text[i + 1] in '"\\':
-            out.append(text[i + 1])
-            i += 2
-            continue
-        out.append(text[i])
-        i += 1
-    return "".join(out), i + 1
-
-
-def parse_line(text: str) -> tuple[str, dict, dict, int | None]:
-    name, i = _read(text, 0, ", ", _NAME_UNESCAPE)
-    tags = {}
-    while text[i] == ",":
-        key, i = _read(text, i + 1, "=", _TAG_UNESCAPE)
-        tags[key], i = _read(text, i + 1, ", ", _TAG_UNESCAPE)
-    fields = {}
-    i += 1
-    while True:
-        key, i = _read(text, i, "=", _TAG_UNESCAPE)
-        i += 1
-        if text[i] == '"':
-            fields[key], i = _string_field(text, i)
-        else:
-            raw, i = _read(text, i, ", ", {})
-            fields[key] = (int(raw[:-1]) if raw.endswith(("i", "u")) else raw == "true" if raw in ("true", "false")
-                           else float(raw))
-        if i < len(text) and text[i] == ",":
-            i += 1
-            continue
-        break
-    stamp = int(text[i + 1:]) if i < len(text) else None
-    return name, tags, fields, stamp
-
-
-def parse_file(path: Path) -> list[tuple[str, dict, dict, int | None]]:
-    return [parse_line(text) for text in path.read_text().splitlines() if text.strip()]
-
-
-# -- escaping ---------------------------------------------------------------------------------------
 
 def test_line_escapes_as_telegraf_does():
     assert escape_name("lh host,x=1") == "lh\\ host\\,x=1"                  # `=` is fine in a name
@@ -347,150 +278,3 @@ def test_image_installs_telegraf_where_ssh_hosts_look(tmp_path):
     assert not (other / "usr/local/bin/telegraf").exists()
 
 
-# -- the fleet on a real namespace pair ---------------------------------------------------------------
-
-class FakeLab:
-    """What TelegrafFleet uses of a Lab: the topology and an executor per host."""
-
-    def __init__(self, topo: Dumbbell, executors: dict):
-        self.topo, self._executors = topo, executors
-
-    def executor(self, host: str):
-        return self._executors[host]
-
-
-def pair_topology(ns_a: str, ns_b: str) -> Dumbbell:
-    hosts = (Host("S1", "sender", ns_a), Host("D1", "receiver", ns_b))
-    link = Link(Port("S1", "tga", "10.206.0.1/24"), Port("D1", "tgb", "10.206.0.2/24"), "access", 1000.0)
-    return Dumbbell("tg", 1, hosts, (link,), (), 1500)
-
-
-def netns_skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if not os.access(BINARY, os.X_OK):
-        return f"{BINARY} is not built (make telegraf builds it where a Go >= 1.25 is)"
-    if not shutil.which("iperf3"):
-        return "iperf3 is not installed (make setup installs it)"
-    return None
-
-
-@pytest.fixture
-def netns_pair():
-    reason = netns_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    ns_a, ns_b = f"lhtg{os.getpid()}-a", f"lhtg{os.getpid()}-b"
-    try:
-        veth_pair(ns_a, ns_b, "10.206.0.1", "10.206.0.2", "tga", "tgb")
-        yield ns_a, ns_b
-    finally:
-        for ns in (ns_a, ns_b):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-
-def _listening(executor, port: int) -> bool:
-    return f":{port}" in executor.run(["ss", "-Hltn", f"sport = :{port}"], check=False).stdout
-
-
-@pytest.mark.lab
-def test_fleet_on_a_namespace_pair_records_the_hosts_while_iperf3_runs(netns_pair, tmp_path):
-    ns_a, ns_b = netns_pair
-    procs = ProcessTable()
-    executors = {"S1": NetnsExecutor("S1", ns_a, procs), "D1": NetnsExecutor("D1", ns_b, procs)}
-    lab = FakeLab(pair_topology(ns_a, ns_b), executors)
-    assert tg.unavailable(lab) == {}
-    out = tmp_path / "influx"
-    fleet = tg.TelegrafFleet(lab, "run-tg-1", out, {"backend": "netns"}, interval_s=0.5, work_dir=tmp_path / "lab")
-    try:
-        assert fleet.start() == {}
-        assert all(path.stat().st_size > 0 for path in fleet.outputs())     # ready: first points written
-        server = executors["D1"].start(["iperf3", "-s", "-1", "-p", "5299"], label="iperf3-server")
-        wait_until(lambda: server.poll() is not None or _listening(executors["D1"], 5299), 10, interval=0.05,
-                   what="iperf3 server")
-        client = executors["S1"].run(["iperf3", "-c", "10.206.0.2", "-p", "5299", "-t", "3", "-b", "200M"],
-                                     timeout=30)
-        assert "receiver" in client.stdout
-    finally:
-        fleet.stop()
-        fleet.stop()                                                        # twice is fine
-        procs.stop_all()
-    assert not procs.pids()
-    for host, role, iface in (("S1", "sender", "tga"), ("D1", "receiver", "tgb")):
-        points = parse_file(out / f"telegraf-{host}.lp")
-        names = {name for name, *_ in points}
-        assert {"net", "cpu", "nstat", "netstat", "lh_host_tcpinfo"} <= names, (host, names)
-        for _, tags, _, _ in points:
-            assert (tags["run"], tags["host"], tags["role"], tags["backend"]) == ("run-tg-1", host, role, "netns")
-        assert {tags["interface"] for name, tags, _, _ in points if name == "net"} == {iface}   # its own only
-        assert (tmp_path / "lab" / f"telegraf-{host}.conf").exists()
-    sender = parse_file(out / "telegraf-S1.lp")
-    data = [(tags, fields) for name, tags, fields, _ in sender if name == "lh_host_tcpinfo" and tags["dport"] == "5299"]
-    assert data, "no tcp_info of the iperf3 connections on S1"
-    assert max(fields.get("bytes_acked", 0) for _, fields in data) > 10_000_000
-    assert all(tags["src"] == "10.206.0.1" and tags["dst"] == "10.206.0.2" and fields["srtt_us"] > 0
-               for tags, fields in data)
-    sent = [fields["bytes_sent"] for name, tags, fields, _ in sender if name == "net"]
-    assert sent[-1] - sent[0] > 10_000_000
-
-
-@pytest.mark.lab
-def test_fleet_reports_a_host_without_telegraf_and_goes_on(netns_pair, tmp_path):
-    ns_a, ns_b = netns_pair
-    procs = ProcessTable()
-    lab = FakeLab(pair_topology(ns_a, ns_b), {"S1": NetnsExecutor("S1", ns_a, procs),
-                                              "D1": NetnsExecutor("D1", ns_b, procs)})
-    fleet = tg.TelegrafFleet(lab, "run-tg-2", tmp_path, binary=str(tmp_path / "no-telegraf"))
-    try:
-        problems = fleet.start()
-    finally:
-        fleet.stop()
-    assert set(problems) == {"S1", "D1"} and all("no-telegraf" in p for p in problems.values())
-    assert not procs.pids()
-
-
-# -- the fleet on a "remote" host behind a real sshd ---------------------------------------------------
-
-@pytest.fixture
-def remote(tmp_path):
-    reason = ssh_skip_reason() or (None if os.access(BINARY, os.X_OK) else f"{BINARY} is not built")
-    if reason:
-        pytest.skip(reason)
-    keys = tmp_path / "ssh"
-    keys.mkdir()
-    with ssh_lab(keys, "lhtg", "10.207.0") as lab:       # namespaces lhtg-<pid>-a (client), -b (host)
-        yield lab
-
-
-@pytest.mark.lab
-def test_fleet_on_an_ssh_host_writes_remotely_and_brings_the_file_home(remote, tmp_path):
-    executor = remote.executor()
-    topo = Dumbbell("tg", 1, (Host("S1", "sender", ""),),
-                    (Link(Port("S1", "vb", "10.207.0.2/24"), Port("R1", "x", "10.207.0.9/24"), "access", 1000.0),),
-                    (), 1500)
-    lab = FakeLab(topo, {"S1": executor})
-    assert tg.is_remote(executor)
-    out = tmp_path / "influx"
-    out.mkdir()
-    (out / "telegraf-S1.lp").write_text("earlier x=1i 1\n")            # an earlier lab's points stay
-    # the "remote" host shares this machine's files: the built binary stands in for the image's
-    fleet = tg.TelegrafFleet(lab, "run-tg-3", out, interval_s=0.5, binary=str(BINARY))
-    try:
-        assert fleet.start() == {}
-        (agent,) = fleet.agents.values()
-        assert agent.remote_dir.startswith("/tmp/longhaul-telegraf.") and agent.output.startswith(agent.remote_dir)
-        wait_until(lambda: "lh_host_tcpinfo" in Path(agent.output).read_text(), 15, interval=0.2,
-                   what="the ssh session's tcp_info")
-    finally:
-        fleet.stop()
-        fleet.stop()
-    assert not Path(agent.remote_dir).exists()                           # the remote files are gone
-    text = (out / "telegraf-S1.lp").read_text()
-    assert text.startswith("earlier x=1i 1\n")
-    points = [parse_line(t) for t in text.splitlines()[1:]]
-    names = {name for name, *_ in points}
-    assert {"net", "nstat", "lh_host_tcpinfo"} <= names, names
-    assert all(tags["run"] == "run-tg-3" and tags["host"] == "S1" for _, tags, _, _ in points)
-    assert {tags["interface"] for name, tags, _, _ in points if name == "net"} == {"vb"}
-    assert "[[inputs.execd]]" in (out / "telegraf-S1.conf").read_text()   # a copy of the config stays here
-    remote.assert_clean()

@@ -21,8 +21,9 @@ import pytest
 from ssh_lab import lab_skip_reason, ssh_lab
 
 from longhaul.hardware.executors.process import CommandError, NetnsExecutor, ProcessTable, wait_until
-from longhaul.hardware.executors.ssh import MARKER, SshExecutor, remote_command
+from longhaul.hardware.executors.ssh import SshExecutor
 from longhaul.hardware.executors.ssh_masters import LONG_LIVED_SESSIONS
+from longhaul.hardware.executors.ssh_remote import MARKER, remote_command
 
 TRICKY = ["a b", "it's", 'say "hi"', "$HOME", "${PATH}", "a;b", "x && y", "`id`", "$(id)", "*", "",
           "back\\slash", "tab\there", "new\nline", "--", "-n", "%s", "é ü", "!", "~", "'", '"']
