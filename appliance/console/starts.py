@@ -27,7 +27,6 @@ from longhaul.appliance.config.profiles import load_profile
 from longhaul.appliance.console.index import live_runs
 from longhaul.collectors.store.format import CALIBRATION_LABEL
 from longhaul.core.errors import ConfigError
-from longhaul.hardware import run_marker
 
 KINDS = ("profile", "suite")
 FOUND_WAIT_S = 20.0          # how long a start waits to see its run's marker (a refused config ends sooner)
@@ -137,10 +136,12 @@ class Starts:
         return started
 
     def find_run(self, started: Started, wait_s: float) -> Path | None:
-        """Its run directory, from the marker its session writes (polled until wait_s or its end)."""
+        """Its run directory, from the marker its session writes, once the run's store is there
+        (polled until wait_s or its end): the session is marked before the runner writes the
+        manifest, and a page sent to a run without one is a 404 that never becomes the run."""
         deadline = time.monotonic() + wait_s
         while started.run_dir is None:
-            marker = next((m for m in run_marker.live_markers() if m.pid == started.proc.pid), None)
+            marker = next((m for m in live_runs() if m.pid == started.proc.pid), None)
             if marker is not None:
                 started.run_dir = Path(marker.run_dir)
             elif started.status is not None or time.monotonic() >= deadline:

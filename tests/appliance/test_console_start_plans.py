@@ -16,6 +16,7 @@ from starlette.testclient import TestClient
 from longhaul.appliance.console import starts as starts_mod
 from longhaul.appliance.console.app import ConsoleSettings, create_app
 from longhaul.appliance.console.auth import Csrf, User, Users, hash_password
+from longhaul.collectors.store.format import MANIFEST
 from longhaul.hardware import run_marker
 
 RUN_ID = "20240611-101500-a1b2c3"
@@ -125,6 +126,28 @@ def test_one_lab_run_at_a_time_and_the_console_ends_what_it_started(store, lab, 
     monkeypatch.setattr(starts_mod, "live_runs", lambda: [marker])
     with pytest.raises(starts_mod.StartRefused, match=f"a run is live on this controller \\({RUN_ID}, pid 4242\\)"):
         runner.start("profile", "one")
+
+
+def test_a_started_run_is_found_once_its_store_is_there_not_at_its_marker(lab, tmp_path, monkeypatch):
+    """The session marks the run before the runner writes its manifest: a live page opened then was
+    a 404 the browser kept (CI, 2026-11-28: the operator's page never showed the trial)."""
+    monkeypatch.setattr(run_marker, "STATE_DIR", tmp_path / "markers")
+    monkeypatch.setattr(starts_mod.Starts, "argv", lambda self, kind, name: [
+        sys.executable, "-c", "import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(130)); time.sleep(60)"])
+    out = tmp_path / "runs"
+    runner = starts_mod.Starts(lab, out, tmp_path / "logs")
+    monkeypatch.setattr(starts_mod, "FOUND_WAIT_S", 0.0)
+    started = runner.start("profile", "one")
+    try:
+        run_dir = out / RUN_ID
+        run_dir.mkdir(parents=True)
+        run_marker.STATE_DIR.mkdir()
+        (run_marker.STATE_DIR / "a1b2c3.json").write_text(json.dumps({"pid": started.proc.pid, "run_dir": str(run_dir)}))
+        assert runner.find_run(started, 0.3) is None                 # marked, no manifest yet
+        (run_dir / MANIFEST).write_text("{}")
+        assert runner.find_run(started, 0.3) == run_dir
+    finally:
+        runner.close()
 
 
 def test_the_planning_page_lists_plans_and_shows_each_as_its_report(store, tmp_path):
