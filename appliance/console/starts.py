@@ -29,7 +29,7 @@ from longhaul.collectors.store.format import CALIBRATION_LABEL
 from longhaul.core.errors import ConfigError
 
 KINDS = ("profile", "suite")
-FOUND_WAIT_S = 20.0          # how long a start waits to see its run's marker (a refused config ends sooner)
+FOUND_WAIT_S = 20.0          # how long a start waits to see its run's store (a refused config ends sooner)
 POLL_S = 0.2
 STOP_WAIT_S = 120.0          # an interrupted run's teardown, at the console's shutdown
 TAIL_BYTES = 8000
