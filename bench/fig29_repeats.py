@@ -66,5 +66,6 @@ def main() -> None:
             print(f"\n{background.upper()} background, {who[:2].upper()} Mb/s under Adaptive over under {wrong}, "
                   "per run: " + ", ".join(f"{a / b:.2f}" for a, b in zip(adaptive, fixed)) + " (the paper: four times)")
 
+
 if __name__ == "__main__":
     main()
