@@ -34,7 +34,8 @@ HTTP_LOG = "http.jsonl"
 DHCP_LOG = "dnsmasq.log"
 READY_TIMEOUT_S = 20.0
 _ACK = re.compile(r"DHCPACK\((?P<iface>[^)]+)\) (?P<ip>\S+) (?P<mac>[0-9a-f:]{17})")
-_PXE = re.compile(r"PXE\((?P<iface>[^)]+)\) (?:(?P<ip>\d+\.\d+\.\d+\.\d+) )?(?P<mac>[0-9a-f:]{17}) proxy")
+# a proxy's answer; "proxy-ignored" is its refusal
+_PXE = re.compile(r"PXE\((?P<iface>[^)]+)\) (?:(?P<ip>\d+\.\d+\.\d+\.\d+) )?(?P<mac>[0-9a-f:]{17}) proxy(?!-)")
 
 
 def interface_network(executor: Executor, interface: str) -> tuple[str, str]:

@@ -188,3 +188,16 @@ def test_firstboot_fetches_a_served_seed_and_its_host_key(tmp_path, monkeypatch)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_proxy_s_answers_are_read_back_and_its_refusals_are_not():
+    """dnsmasq's log from tests/system/test_netboot_proxy.py (proxy mode, two inventory hosts and
+    one machine it ignored): a host answered is `PXE(...) MAC proxy`, one ignored is
+    `... proxy-ignored`, which is no answer even for a MAC the inventory might hold."""
+    log = (Path(__file__).parent.parent / "data" / "netboot" / "dnsmasq-proxy.log").read_text()
+    hosts = [plan.NetbootHost(name, "sender", mac, address, {}) for name, mac, address in (
+        ("S1", "52:54:00:aa:00:11", "10.231.1.11"), ("D1", "52:54:00:aa:00:21", "10.231.1.21"),
+        ("X", "52:54:00:aa:00:99", "10.231.1.150"))]
+    answered = {lease.host for lease in leases(log, hosts)}
+    assert answered == {"S1", "D1"}
+    assert "52:54:00:aa:00:99 proxy-ignored" in log

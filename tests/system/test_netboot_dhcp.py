@@ -5,7 +5,8 @@ the HTTP server; who gets an answer and what is handed out.
                           |                              |
     client namespaces:  cla (ns a)                      clb (ns b)
 
-The VMs that boot from it are tests/system/test_netboot_vms.py's.
+The VMs that boot from it are the smoke fleet's (tests/system/test_qemu_lab.py: BIOS and iPXE) and
+tests/system/test_netboot_proxy.py's (beside a facility's DHCP server, BIOS and UEFI PXE clients).
 """
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ import sys
 import tomllib
 from pathlib import Path
 
+import netboot_lan
 import pytest
 from lab_support import requires_lab
+from netboot_lan import D1_MAC, INVENTORY, PORT, S1_MAC, SERVER, STRANGER, cli, sh
 
 from longhaul.hardware.executors.process import wait_until
 from longhaul.hardware.image_files import INITRD, SQUASHFS, VMLINUZ
@@ -29,84 +32,6 @@ from longhaul.hardware.netboot.plan import IPXE_DIR, TFTP_BIOS
 pytestmark = [pytest.mark.lab, requires_lab,
               pytest.mark.skipif(not (shutil.which("dnsmasq") and shutil.which("busybox")),
                                  reason="dnsmasq and busybox (make setup installs dnsmasq-base and busybox)")]
-
-S1_MAC, D1_MAC, STRANGER = "52:54:00:aa:00:11", "52:54:00:aa:00:21", "52:54:00:aa:00:99"
-SERVER = "10.231.1.1"
-PORT = 8067
-
-
-def sh(*argv: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run(list(argv), check=check, capture_output=True, text=True, timeout=timeout)
-
-
-def cli(*args: str, ns: str | None = None, **kw):
-    argv = [sys.executable, "-m", "longhaul.appliance.cli", *args]
-    return ["ip", "netns", "exec", ns, *argv] if ns else argv
-
-
-INVENTORY = """
-[inventory]
-name = "nbtest"
-ssh_key = "controller_ed25519"
-known_hosts = "known_hosts"
-
-[[hosts]]
-name = "S1"
-role = "sender"
-management = "10.231.1.11"
-mac = "{s1}"
-[[hosts.interfaces]]
-name = "eth1"
-address = "10.221.1.2/24"
-rate_mbps = 1000
-mac = "52:54:00:aa:01:11"
-
-[[hosts]]
-name = "D1"
-role = "receiver"
-management = "10.231.1.21"
-mac = "{d1}"
-[[hosts.interfaces]]
-name = "eth1"
-address = "10.222.1.2/24"
-rate_mbps = 1000
-
-[[hosts]]
-name = "R1"
-role = "router"
-management = "10.231.1.31"
-[[hosts.interfaces]]
-name = "s1"
-address = "10.221.1.1/24"
-rate_mbps = 1000
-[[hosts.interfaces]]
-name = "wan"
-address = "10.220.0.1/30"
-rate_mbps = 1000
-link = "bottleneck"
-
-[[hosts]]
-name = "R2"
-role = "router"
-management = "10.231.1.32"
-[[hosts.interfaces]]
-name = "d1"
-address = "10.222.1.1/24"
-rate_mbps = 1000
-[[hosts.interfaces]]
-name = "wan"
-address = "10.220.0.2/30"
-rate_mbps = 1000
-link = "bottleneck"
-
-[bottleneck]
-r1 = "R1"
-r2 = "R2"
-
-[[pairs]]
-sender = "S1"
-receiver = "D1"
-"""
 
 DHCP_SCRIPT = """#!/bin/sh
 echo "$1 ip=$ip mask=$mask boot_file=$boot_file" >> "{out}"
@@ -140,13 +65,7 @@ def lan(tmp_path):
 
 
 def serve(lan, interface: str = "srva", *extra: str) -> subprocess.Popen:
-    proc = subprocess.Popen(cli("netboot", "serve", "--inventory", str(lan["dir"] / "inv.toml"), "--interface", interface,
-                                "--image", str(lan["image"]), *extra, ns=lan["srv"]),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    state = service.state_path(interface)
-    wait_until(lambda: state.exists() or proc.poll() is not None, timeout=30, interval=0.1, what="netboot serve's state")
-    assert proc.poll() is None, proc.communicate()
-    return proc
+    return netboot_lan.serve(lan["srv"], lan["dir"] / "inv.toml", interface, lan["image"], *extra)
 
 
 def dhcp(ns: str, dev: str, mac: str, out: Path, *extra: str) -> tuple[int, str]:
@@ -217,10 +136,7 @@ def test_only_the_inventory_s_macs_on_the_served_interface_are_answered(lan):
         known = (lan["dir"] / "known_hosts").read_text()
         assert "10.231.1.11 ssh-ed25519 " in known and "10.231.1.21 ssh-ed25519 " in known
     finally:
-        stopped = sh(*cli("netboot", "stop", "--interface", "srva"), check=False)
-        if proc.poll() is None:
-            proc.kill()
-        out, err = proc.communicate(timeout=30)
+        stopped, out, err = netboot_lan.stop(proc, "srva")
     assert stopped.returncode == 0 and f"stopped pid {proc.pid}" in stopped.stdout, (stopped.stdout, stopped.stderr)
     assert proc.returncode == 0, err
     assert "serving 2 hosts on srva" in out
@@ -242,17 +158,15 @@ def test_a_killed_server_s_dnsmasq_and_http_are_ended_by_clean(lan):
 
 def test_beside_a_facility_s_dhcp_server_it_answers_as_a_proxy_and_gives_no_lease(lan):
     """--proxy: dnsmasq takes its proxy-DHCP arguments and starts; a DHCP client (not a PXE one)
-    then gets no lease from it, which is the facility server's to give. A PXE ROM's exchange with
-    a proxy is not run here (no second DHCP server and PXE client on this machine's tests)."""
+    then gets no lease from it, which is the facility server's to give. PXE ROMs' exchanges with
+    the proxy beside a facility's DHCP server: tests/system/test_netboot_proxy.py."""
     proc = serve(lan, "srva", "--proxy")
     try:
         rc, lease = dhcp(lan["a"], "cla", S1_MAC, lan["dir"] / "lease.txt")
         assert rc != 0 and "bound" not in lease, lease
         assert "proxy" in (service.STATE_DIR / "srva" / "dnsmasq.log").read_text()
     finally:
-        assert sh(*cli("netboot", "stop", "--interface", "srva"), check=False).returncode == 0
-        if proc.poll() is None:
-            proc.kill()
-        out, err = proc.communicate(timeout=30)
+        stopped, out, err = netboot_lan.stop(proc, "srva")
+    assert stopped.returncode == 0, stopped.stderr
     assert proc.returncode == 0 and "proxy DHCP" in out, (out, err)
 
