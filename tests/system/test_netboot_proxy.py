@@ -9,8 +9,9 @@
 The facility's server is dnsmasq set up as a facility's own would be: a range, each lab host's
 management address reserved for its MAC, no boot options. It leases; ours answers only with where
 to boot, and only to the inventory's MACs: the facility's other machines on that network, which
-may PXE-boot from the facility's own servers, must not be taken. Each VM runs until it has fetched, over HTTP and from the address the facility leased it,
-the kernel and initrd its host script names. Past that point the boot is the one the smoke fleet
+may PXE-boot from the facility's own servers, must not be taken. Each VM runs until it has
+fetched, over HTTP and from the address the facility leased it, the kernel and initrd its host
+script names. Past that point the boot is the one the smoke fleet
 proves (tests/system/test_qemu_lab.py): live-boot's own DHCP gets the same reservation. Stopping
 there keeps this test to a minute or two of TCG.
 """
@@ -88,9 +89,9 @@ def facility_lan(tmp_path):
         sh("ip", "-n", lan, "link", "set", "lan", "up")
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "controller_ed25519"))
         (tmp_path / "inv.toml").write_text(INVENTORY.format(s1=S1_MAC, d1=D1_MAC))
-        log = open(tmp_path / "facility-dnsmasq.log", "w")
-        procs.append(subprocess.Popen(["ip", "netns", "exec", fac, *facility_dhcp("fac")], stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True))
+        with open(tmp_path / "facility-dnsmasq.log", "w") as log:
+            procs.append(subprocess.Popen(["ip", "netns", "exec", fac, *facility_dhcp("fac")], stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True))
         yield {"lan": lan, "srv": srv, "dir": tmp_path, "procs": procs}
     finally:
         for proc in procs:
@@ -109,9 +110,10 @@ def _vm(lab: dict, name: str, mac: str, tap: str, firmware: str, ipxe_rom: bool)
     argv = qemu_argv(vm, None, console, choose_accel()[0], 1024, FIRMWARE[firmware], lab["dir"] / f"{name}-nvram.fd")
     if not ipxe_rom:
         argv = [a.replace(",bootindex=0", ",bootindex=0,romfile=") if a.startswith("virtio-net-pci") else a for a in argv]
-    proc = subprocess.Popen(["ip", "netns", "exec", lab["lan"], *argv], stdout=subprocess.DEVNULL,
-                            stderr=open(lab["dir"] / f"{name}-qemu.err", "w"), start_new_session=True)
-    lab["procs"].append(proc)
+    with open(lab["dir"] / f"{name}-qemu.err", "w") as err:
+        proc = subprocess.Popen(["ip", "netns", "exec", lab["lan"], *argv], stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
+    lab["procs"].append(proc)             # the fixture ends it whatever happens
     return proc
 
 
@@ -136,11 +138,12 @@ def test_beside_a_facility_s_dhcp_server_bios_and_uefi_pxe_clients_boot_from_the
     image = _image()
     initrd = (image / INITRD).stat().st_size
     proc = netboot_lan.serve(lab["srv"], lab["dir"] / "inv.toml", INTERFACE, image, "--proxy")
+    vms: list[subprocess.Popen] = []
     try:
         t0 = time.monotonic()
-        _vm(lab, "S1", S1_MAC, "s1tap", "bios", ipxe_rom=True)
-        _vm(lab, "D1", D1_MAC, "d1tap", "uefi", ipxe_rom=False)
-        _vm(lab, "X", STRANGER, "xtap", "bios", ipxe_rom=True)
+        for name, mac, tap, firmware, ipxe_rom in (("S1", S1_MAC, "s1tap", "bios", True), ("D1", D1_MAC, "d1tap", "uefi", False),
+                                                   ("X", STRANGER, "xtap", "bios", True)):
+            vms.append(_vm(lab, name, mac, tap, firmware, ipxe_rom))
         fetched: dict[str, float] = {}
         while time.monotonic() - t0 < FETCH_TIMEOUT_S and (len(fetched) < 2 or not _facility_lease(lab, STRANGER)):
             for host, served in _served().items():
@@ -151,7 +154,7 @@ def test_beside_a_facility_s_dhcp_server_bios_and_uefi_pxe_clients_boot_from_the
         ours_log = (_workdir() / DHCP_LOG).read_text(errors="replace")
         asked = [r for r in read_requests(_workdir() / HTTP_LOG) if r.get("client") == _facility_lease(lab, STRANGER)]
     finally:
-        for vm in lab["procs"][1:]:
+        for vm in vms:
             vm.terminate()
             vm.wait(timeout=30)
         stopped, out, err = netboot_lan.stop(proc, INTERFACE)
