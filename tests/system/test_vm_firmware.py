@@ -1,9 +1,10 @@
-"""The appliance image boots by UEFI with Secure Boot (the qemu lab's `firmware`), to its
-first-boot ready marker, which says how it booted as the booted kernel sees it (not as the VM was
-asked to boot); longhaul-boot-kernel switches the default kernel and the VM reboots into it, still
-under Secure Boot (both of the image's kernels are Debian's signed ones). One VM, beside the
-suite's fleets, which cover the other paths: the smoke fleet netboots (BIOS and iPXE) and the OPS
-fleet's disks boot by legacy BIOS (tests/system/test_qemu_lab.py checks what their VMs report)."""
+"""The appliance image boots by UEFI with Secure Boot and by plain UEFI (the qemu lab's
+`firmware`), to its first-boot ready marker, which says how it booted as the booted kernel sees it
+(not as the VM was asked to boot); under Secure Boot, longhaul-boot-kernel switches the default
+kernel and the VM reboots into it, still under Secure Boot (both of the image's kernels are
+Debian's signed ones). One VM each, beside the suite's fleets, which cover the other paths: the
+smoke fleet netboots (BIOS and iPXE) and the OPS fleet's disks boot by legacy BIOS
+(tests/system/test_qemu_lab.py checks what their VMs report)."""
 
 from __future__ import annotations
 
@@ -71,6 +72,23 @@ def test_under_secure_boot_the_image_boots_and_switches_its_kernel(tmp_path):
         again = fleet.firstboot["R1"]
         print(fleet.boot_seconds, first, again)
         assert (again["kernel"], again["firmware"], again["secure_boot"]) == (older, "uefi", True), again
+    finally:
+        assert fleet.close() == []
+    assert fleet.plan.ns not in our_namespaces()
+
+
+def test_by_plain_uefi_the_image_boots_with_secure_boot_off(tmp_path):
+    """UEFI without Secure Boot, as on a lab server whose owner turned it off: the same shim and
+    GRUB path from the EFI system partition, to the ready marker, which reads the firmware as UEFI
+    and Secure Boot as off from the booted kernel."""
+    _skip("uefi")
+    fleet = _one_vm(tmp_path, "uefi", "lhfwu")
+    try:
+        fleet.boot()
+        first = fleet.firstboot["R1"]
+        print(fleet.boot_seconds, first)
+        assert (first["firmware"], first["secure_boot"]) == ("uefi", False), first
+        assert first["kernel"] == fleet.image_manifest["kernels"][-1]
     finally:
         assert fleet.close() == []
     assert fleet.plan.ns not in our_namespaces()
