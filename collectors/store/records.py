@@ -241,6 +241,10 @@ class TrialSummary(Record):
     host_cpu_steal_pct: float | None = None
     # since hosts are watched during trials (left out where none was lost): the lab hosts lost
     lost_hosts: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
+    # since TCP memory is watched (left out where no end host's counters could be read): the end
+    # hosts' entries into TCP memory pressure during the trial, and the ms of those that ended
+    tcp_memory_pressures: int | None = field(default=None, metadata=OMIT_NONE)
+    tcp_memory_pressure_ms: int | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def ok(self) -> bool:

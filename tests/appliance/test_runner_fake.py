@@ -374,3 +374,19 @@ def test_a_trial_under_way_is_in_the_store_second_by_second_and_its_view_goes_wh
     rates, rtt = seen[-1][1]
     assert rtt is not None and len(rtt[0]) >= 1                   # the probe's RTT, each second
     assert not list(store.dir.glob(f"cells/*/trial-*/{fmt.LIVE_CSV}"))    # stored: the view is gone
+
+
+def test_a_trial_whose_hosts_ran_short_of_tcp_memory_says_so(tmp_path, monkeypatch, caplog):
+    """The end hosts' kernels entered TCP memory pressure during each trial (each host's TcpExt
+    counters move by 3 between two reads): the stored trial carries it, and the log warns."""
+    store, _ = run(tmp_path, monkeypatch, FakePath(tcp_pressures=3))
+    (cell,) = load_store(store.dir).entries
+    # four end hosts (two pairs), each read before and after each trial
+    assert [(t.tcp_memory_pressures, t.tcp_memory_pressure_ms) for t in cell.trials] == [(12, 1200), (12, 1200)]
+    assert "entered TCP memory pressure 12 times" in caplog.text
+    stored = json.loads(next((store.dir / "cells").glob("*/trial-1/trial.json")).read_text())
+    assert (stored["tcp_memory_pressures"], stored["tcp_memory_pressure_ms"]) == (12, 1200)
+
+    calm, _ = run(tmp_path / "calm", monkeypatch)
+    (cell,) = load_store(calm.dir).entries
+    assert [t.tcp_memory_pressures for t in cell.trials] == [0, 0]

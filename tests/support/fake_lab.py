@@ -23,6 +23,7 @@ from longhaul.appliance.run.trial import BASE_PORT, PORTS_PER_FLOW
 from longhaul.appliance.run.verify import probe_ports, probe_streams
 from longhaul.collectors.live.rtt_probe import LOOP as RTT_LOOP
 from longhaul.collectors.live.shaper_meter import LOOP as SHAPER_LOOP
+from longhaul.collectors.live.tcp_memory import NETSTAT
 from longhaul.drivers import ss
 from longhaul.drivers.agents import dpdk_port, icmp_echo, ifrate, port_meter, tcpinfo_probe
 from longhaul.drivers.agents.port_meter import COMMENT as ARRIVALS_COMMENT
@@ -46,6 +47,7 @@ IFRATE = ifrate.__name__
 IPERF3_TCP = DATA / "iperf3_tcp_p2.json"   # 2 streams, 6 s: 302536432 bytes received in 6.00012 s
 TESTPMD = DATA / "dpdk" / "testpmd_timeout.txt"
 DPDK_PORT_AGENT = dpdk_port.__name__
+NETSTAT_TEXT = (DATA / "netstat-tcp-pressure.txt").read_text()    # TCPMemoryPressures 20, ...Chrono 656
 
 
 @dataclass
@@ -65,6 +67,7 @@ class FakePath:
     process_start_s: float = 0.0      # how long starting a process takes (an SSH host under TCG: seconds)
     testpmd_runs_s: float = 0.0       # how long testpmd runs: its start-up, then its flood
     retunes: bool = True              # a cell with other end-host tuning is taken in place (Lab.retune)
+    tcp_pressures: int = 0            # an end host's entries into TCP memory pressure between two reads
 
 
 class FakeExecutor:
@@ -103,7 +106,12 @@ class FakeExecutor:
         return Completed(argv, 0, self.lab.client_output() if "-c" in argv else "", "")
 
     def _cat(self, argv, _input) -> Completed:
-        """The ifrate meter's ready file."""
+        """The ifrate meter's ready file; the kernel's TcpExt counters (tests/data, captured), each
+        read `tcp_pressures` entries and 100 ms of pressure on from the last."""
+        if argv[-1] == NETSTAT:
+            reads = sum(1 for h, a in self.lab.commands if h == self.name and a == argv) - 1
+            entered, ms = reads * self.lab.path.tcp_pressures, reads * self.lab.path.tcp_pressures * 100
+            return Completed(argv, 0, NETSTAT_TEXT.replace(" 20 656 ", f" {entered} {ms} "), "")
         return Completed(argv, 0, "ready\n" if argv[-1].endswith(".ready") else "", "")
 
     def _mktemp(self, argv, _input) -> Completed:

@@ -31,6 +31,7 @@ from longhaul.appliance.run.trial.summary import summarise
 from longhaul.collectors.live.host_cpu import StealMeter
 from longhaul.collectors.live.rtt_probe import RttProbe
 from longhaul.collectors.live.socket_sampler import SocketSampler
+from longhaul.collectors.live.tcp_memory import PressureMeter
 from longhaul.collectors.store.records import TrialSummary
 from longhaul.hardware.host_watch import HostLost, HostWatch
 
@@ -44,7 +45,9 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
         trial = set_up(lab, spec, trial_no, trial_dir, idle_rtt_ms, choosers or {})
     trial.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.monotonic() + trial.offset_s
-    with StealMeter() as steal, HostWatch({h.name: lab.executor(h.name) for h in lab.topo.hosts}) as watch:
+    ends = {h.name: lab.executor(h.name) for h in lab.topo.hosts if h.role in ("sender", "receiver")}
+    with StealMeter() as steal, PressureMeter(ends) as pressure, \
+            HostWatch({h.name: lab.executor(h.name) for h in lab.topo.hosts}) as watch:
         try:
             trial.probe.start(t0)           # a host lost as its probe starts is named like one lost later
             trial.sampler.start(t0)
@@ -61,6 +64,7 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
             wind_down_trial(trial, t0)
     trial.duration_s = time.monotonic() - t0
     trial.steal_pct = steal.percent
+    trial.tcp_pressure = pressure.pressure
     summary = summarise(trial)
     phases.add("trial wind-down", time.monotonic() - wind_down)
     return summary

@@ -11,6 +11,7 @@ from longhaul.appliance.run.trial.plan import FlowRun
 from longhaul.collectors.live.arrival_meter import ArrivalMeter
 from longhaul.collectors.live.rtt_probe import RttProbe
 from longhaul.collectors.live.socket_sampler import SocketSampler
+from longhaul.collectors.live.tcp_memory import Pressure
 from longhaul.hardware.backends.base import Lab
 from longhaul.hardware.executors.process import Process
 
@@ -36,6 +37,7 @@ class Trial:
     errors: list[str] = field(default_factory=list)
     lost: dict[str, str] = field(default_factory=dict)   # hosts that stopped answering, and why
     steal_pct: float | None = None
+    tcp_pressure: Pressure | None = None     # the end hosts' kernels short of TCP memory (tcp_memory.py)
 
     @property
     def raw(self) -> Path:

@@ -137,6 +137,10 @@ def summarise(trial: Trial) -> TrialSummary:
     if decisions:
         write_csv(trial_dir / DECISIONS_CSV, DECISIONS_COLUMNS, decisions)
     errors = trial.errors + [f"{r.flow.name}: {e}" for r in runs for e in r.errors]
+    pressure = trial.tcp_pressure
+    if pressure and pressure.entered:   # the hosts' kernels, not the path, may have set the pace
+        log.warning("trial %d of %s: the end hosts' kernels entered TCP memory pressure %d times "
+                    "(net.ipv4.tcp_mem; %d ms of ended spells)", trial_no, spec.id, pressure.entered, pressure.ms)
     # keyword arguments all the way: a misspelt key fails here, where the record is made
     return TrialSummary(
         trial=trial_no, status="failed" if errors else "ok", error="; ".join(errors) or None,
@@ -144,6 +148,8 @@ def summarise(trial: Trial) -> TrialSummary:
         jain=jain(f.mean_mbps for f in flows) if not errors else None,
         rtt=RttStats(**rtt_stats((s.rtt_ms for s in probe.samples), trial.idle_rtt_ms)),
         host_cpu_steal_pct=trial.steal_pct, lost_hosts=sorted(trial.lost),
+        tcp_memory_pressures=pressure.entered if pressure else None,
+        tcp_memory_pressure_ms=pressure.ms if pressure else None,
         collector=CollectorCounts(socket_samples=len(sampler.samples), sampler_ticks=sampler.ticks,
                                   rtt_rounds=len(probe.samples), arrival_samples=sum(map(len, meter.series.values())),
                                   seconds_above_ceiling=len(above), rtt_rounds_below_floor=low_rounds,

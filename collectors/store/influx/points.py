@@ -190,6 +190,7 @@ def trial_lines(manifest: RunManifest, entry: CellEntry, trial: TrialSummary, tr
                                                           "inflation_max_ms")} if rtt else {}),
         "rtt_samples": rtt.samples if rtt else None,
         **({k: getattr(coll, k) for k in ("socket_samples", "sampler_ticks", "rtt_rounds")} if coll else {}),
+        "tcp_memory_pressures": trial.tcp_memory_pressures,
     }, base)
     declared = flow_tags(entry)
     for flow in trial.flows:
