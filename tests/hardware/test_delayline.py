@@ -207,8 +207,6 @@ def _start_delayline(binary, queue, ready, procs):
     return proc
 
 
-@pytest.mark.lab
-@pytest.mark.timeout(120)
 def _gigabit_run(port: str) -> tuple[float, float]:
     """One 10 s CUBIC run a -> b: (median Mb/s after slow start, mean Mb/s)."""
     # No -w: SO_SNDBUF/SO_RCVBUF are capped by the global net.core.*mem_max
@@ -233,6 +231,8 @@ def _gigabit_run(port: str) -> tuple[float, float]:
     return steady_median, mbps
 
 
+@pytest.mark.lab
+@pytest.mark.timeout(120)
 def test_lab_delay_and_bulk_transfer(helper_binary, tmp_path):
     procs: list[subprocess.Popen] = []
     try:
