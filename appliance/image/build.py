@@ -56,6 +56,10 @@ HOUSEKEEPING_UNITS = ("apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-bac
 # H-TCP and Scalable TCP are left to the lab, which loads a cell's CCA when it needs it
 # (hardware/backends/ssh/lab.py), as on any host longhaul did not install
 BOOT_MODULES = ("tcp_bbr", "sch_netem", "sch_fq")
+# Modules udev would load for the CPU and platform that a measurement host has no use for: it hosts
+# no VMs (kvm), encrypts nothing in the kernel (SSH's ciphers are OpenSSL's, in user space) and beeps
+# at no one. Under TCG their loading and the crypto self-tests held up each VM's first boot.
+UNUSED_MODULES = ("kvm_amd", "kvm_intel", "kvm", "aesni_intel", "ghash_clmulni_intel", "pcspkr")
 KERNEL_APPEND = f"root=LABEL={ROOT_LABEL} ro console=tty0 console=ttyS0,115200n8 net.ifnames=0"
 TELEGRAF = REPO / "build/bin/telegraf"
 # what `make setup` builds that the hosts run: helpers, the CCA shim, the BPF congestion controls
@@ -224,6 +228,7 @@ def layer(base: Path, tree: Path, sources: str = "") -> None:
     (tree / "etc/longhaul").mkdir(exist_ok=True)
     # seed 001's CCAs and the routers' netem ready from boot (they are modules in Debian's kernel)
     (tree / "etc/modules-load.d/longhaul.conf").write_text("".join(m + "\n" for m in BOOT_MODULES))
+    (tree / "etc/modprobe.d/longhaul.conf").write_text("".join(f"blacklist {m}\n" for m in UNUSED_MODULES))
     # the sources' hash too: a dirty checkout's revision stays the same across builds, and
     # firstboot reinstalls a seeded schedule when the image changed
     (tree / "etc/longhaul/image-revision").write_text(f"{git_revision()} sources {sources}\n")
