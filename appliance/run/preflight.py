@@ -15,6 +15,7 @@ from longhaul.drivers import ccashim
 from longhaul.drivers.registry import tool_for
 from longhaul.hardware import bpf_ccas
 from longhaul.hardware.backends.base import LabNeeds
+from longhaul.hardware.tuning import buffer_limit
 
 
 def needs_of(config: Config) -> LabNeeds:
@@ -40,7 +41,16 @@ def needs_of(config: Config) -> LabNeeds:
         executables.append("ethtool")          # hardware/offloads.py sets them on every lab host
     resolving = tuple(name for name in tools if tool_for(name).resolves_own_address)
     generator = any(tool_for(name).sends_from == "generator" for name in tools)
-    return LabNeeds(pairs, tuple(tools), tuple(ccas), tuple(executables), resolving, generator, tuple(fallback))
+    socket_bytes = max((_socket_bytes(spec.cell) for profile in config.profiles for spec in profile.cells), default=0)
+    return LabNeeds(pairs, tuple(tools), tuple(ccas), tuple(executables), resolving, generator, tuple(fallback),
+                    socket_bytes)
+
+
+def _socket_bytes(cell) -> int:
+    """Each TCP flow's streams may each fill their buffer limit at the sender and at the receiver
+    (a `default` buffer leaves the kernel's few MB: nothing to provide for)."""
+    return sum(2 * flow.streams * (buffer_limit(cell.flow_buffer(flow)) or 0)
+               for flow in cell.flows if flow.protocol == "tcp")
 
 
 def with_fallbacks(config: Config, available: tuple[str, ...] | None) -> Config:

@@ -69,6 +69,9 @@ class LabNeeds:
     generator: bool = False                     # a flow sends from the lab's traffic generator
     # those of them a cell lets run as their BPF version where the kernel lacks them (cca_fallback)
     bpf_fallback: tuple[str, ...] = ()
+    # the most socket memory one cell's TCP flows may hold, senders and receivers together (their
+    # streams times their buffer limit, twice): what one kernel holds for a lab of namespaces
+    socket_bytes: int = 0
 
 
 @dataclass

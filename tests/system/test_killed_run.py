@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from lab_support import our_namespaces, our_netns_etc, requires_lab, write_lab_config
 
+from longhaul.hardware.tcp_mem import TCP_MEM
+
 pytestmark = [pytest.mark.lab, requires_lab]
 
 PROFILE = """
@@ -83,7 +85,7 @@ def test_sigkill_then_clean_leaves_nothing_of_the_run(tmp_path, point):
     runs = tmp_path / "runs"
     when = {"lab built": _lab_built(runs), "trial 1 at 1.5 s": _trial_running(runs, 1, 1.5),
             "trial 2 at 4 s": _trial_running(runs, 2, 4.0)}[point]
-    rules = _iptables()
+    rules, tcp_mem = _iptables(), TCP_MEM.read_text()
     run = subprocess.Popen([sys.executable, "-m", "longhaul.appliance.cli", "run", "--config", str(config)],
                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -94,6 +96,8 @@ def test_sigkill_then_clean_leaves_nothing_of_the_run(tmp_path, point):
             time.sleep(0.1)
         if point != "lab built":
             assert _processes_naming("/run/netns/lh-"), "the machine's tcp_info probe was not running at the kill"
+        # the session raised this machine's TCP memory for its 1 GB buffers (hardware/tcp_mem.py)
+        assert TCP_MEM.read_text() != tcp_mem
         os.kill(run.pid, signal.SIGKILL)          # the run's own process only: its children live on
         run.wait(timeout=10)
     finally:
@@ -106,6 +110,7 @@ def test_sigkill_then_clean_leaves_nothing_of_the_run(tmp_path, point):
     assert _processes_naming(str(runs)) == [] and _processes_naming("/run/netns/lh-") == []
     assert our_namespaces() == [] and our_netns_etc() == []
     assert _iptables() == rules
+    assert TCP_MEM.read_text() == tcp_mem and "net.ipv4.tcp_mem raised" in cleaned.stdout
     assert not list(Path("/run/longhaul").glob("*.pids")) or all(
         json.loads(p.with_suffix(".json").read_text())["pid"] != run.pid for p in Path("/run/longhaul").glob("*.pids")
         if p.with_suffix(".json").exists())

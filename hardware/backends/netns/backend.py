@@ -9,7 +9,7 @@ from rich.table import Table
 
 from longhaul.core.errors import PreflightError
 from longhaul.core.model import Strict
-from longhaul.hardware import bpf_ccas, run_marker
+from longhaul.hardware import bpf_ccas, run_marker, tcp_mem
 from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
 from longhaul.hardware.backends.netns import leftovers as netns_leftovers
 from longhaul.hardware.backends.netns.features import Features, detect
@@ -29,10 +29,12 @@ class NetnsSession:
     runs_tools_here = True
 
     def __init__(self, features: Features, procs, trex: TrexSection | None = None,
-                 bpf: bpf_ccas.Holding | None = None, ccas: tuple[str, ...] = (), fallback: tuple[str, ...] = ()):
+                 bpf: bpf_ccas.Holding | None = None, ccas: tuple[str, ...] = (), fallback: tuple[str, ...] = (),
+                 tuning: dict | None = None):
         """bpf, ccas: the run's hold on BPF congestion controls, and the algorithms its cells name
         (the BPF ones among them are registered when the first lab is built); fallback: those
-        whose BPF version may stand in, registered where this kernel lacks them."""
+        whose BPF version may stand in, registered where this kernel lacks them; tuning: what the
+        session changed on this machine (tcp_mem), every lab's record for the manifest."""
         self.features = features
         self.congestion_controls = features.runnable_ccas
         self._procs = procs
@@ -40,13 +42,15 @@ class NetnsSession:
         self._bpf = bpf
         self._ccas = ccas + tuple(bpf_ccas.stand_in(c) or c for c in fallback
                                   if c not in features.congestion_controls)
+        self._tuning = tuning
 
     def lab(self, spec: LabSpec, tag: str, cleanup: CleanupStack, workdir: Path) -> NetnsLab:
         if self._bpf is not None:
             self._bpf.ensure(c for c in self._ccas if c in self.features.bpf_ccas)
         topo = dumbbell(tag, spec.pairs, spec.access_rate_mbps, spec.bottleneck_rate_mbps, spec.mtu,
                         generator=self._trex is not None)
-        return NetnsLab(topo, spec.link, self.features, self._procs, cleanup, workdir, trex=self._trex)
+        return NetnsLab(topo, spec.link, self.features, self._procs, cleanup, workdir, trex=self._trex,
+                        record=self._tuning)
 
 
 def preflight() -> Features:
@@ -69,7 +73,7 @@ class NetnsBackend:
         return configured.trex is not None      # TRex on the generator namespace's veth (af_packet)
 
     def leftovers(self, remove: bool) -> list[str]:
-        return netns_leftovers.leftovers(remove)
+        return netns_leftovers.leftovers(remove) + tcp_mem.leftovers(remove)
 
     def check(self, configured, needs: LabNeeds, console) -> Readiness:
         features = detect(delayline.helper_path())
@@ -83,8 +87,11 @@ class NetnsBackend:
     def session(self, configured, needs: LabNeeds, ctx: RunContext):
         features = preflight()
         # the marker names this run's namespaces, so `longhaul clean` knows whose they are
-        with run_marker.marked(ctx.tag, ctx.run_dir, ctx.procs), bpf_ccas.held(ctx.tag) as bpf:
-            yield NetnsSession(features, ctx.procs, configured.trex, bpf, needs.ccas, needs.bpf_fallback)
+        # every namespace's sockets draw on this kernel's one tcp_mem (hardware/tcp_mem.py)
+        with run_marker.marked(ctx.tag, ctx.run_dir, ctx.procs), bpf_ccas.held(ctx.tag) as bpf, \
+                tcp_mem.held(ctx.tag, needs.socket_bytes) as memory:
+            yield NetnsSession(features, ctx.procs, configured.trex, bpf, needs.ccas, needs.bpf_fallback,
+                               memory.record(ctx.tag) if memory else None)
 
 
 def preflight_table(features: Features) -> Table:

@@ -73,10 +73,12 @@ def end_sysctls(settings: LinkSettings, features: Features) -> dict[str, str]:
 
 
 class NetnsLab:
-    record = None       # the lab is its own: nothing of anyone else's is changed
-
     def __init__(self, topo: Dumbbell, settings: LinkSettings, features: Features,
-                 procs: ProcessTable, cleanup: CleanupStack, workdir: Path, trex: TrexSection | None = None):
+                 procs: ProcessTable, cleanup: CleanupStack, workdir: Path, trex: TrexSection | None = None,
+                 record: dict | None = None):
+        """record: what the session changed on this machine for its labs (tcp_mem), or None:
+        the namespaces are the lab's own."""
+        self.record = record
         self.topo = topo
         self.settings = settings
         self.features = features
