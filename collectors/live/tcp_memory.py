@@ -13,6 +13,7 @@ executor, like any other command.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from longhaul.hardware.executors.process import CommandError, Executor
@@ -52,34 +53,36 @@ def difference(before: dict[str, Pressure], after: dict[str, Pressure]) -> Press
 
 
 class PressureMeter:
-    """`with PressureMeter(executors) as m: ...` then m.pressure: the end hosts' entries into TCP
-    memory pressure over the block. A host that cannot be read (lost, or a kernel without the
-    counters) is left out: this is evidence beside a trial, never a reason to fail it."""
+    """`start()` before the trial's clock, `stop()` after its wind-down: the end hosts' entries
+    into TCP memory pressure in between. The hosts are read at once, each over its own executor
+    (an SSH host under TCG answers in a second or more). A host that cannot be read (lost, or a
+    kernel without the counters) is left out: this is evidence beside a trial, never a reason to
+    fail it."""
 
     def __init__(self, executors: dict[str, Executor]):
         self.executors = executors
         self._before: dict[str, Pressure] = {}
-        self.pressure: Pressure | None = None
+
+    def _read_one(self, host: str) -> Pressure | None:
+        executor = self.executors[host]
+        if executor.lost:
+            return None
+        try:
+            done = executor.run(["cat", NETSTAT], timeout=10.0, check=False)
+        except (CommandError, OSError) as exc:     # a host that cannot answer is the host watch's to name
+            log.debug("no TCP memory counters from %s: %s", host, exc)
+            return None
+        return pressure_counters(done.stdout) if done.returncode == 0 else None
 
     def _read(self) -> dict[str, Pressure]:
-        out = {}
-        for host, executor in self.executors.items():
-            if executor.lost:
-                continue
-            try:
-                done = executor.run(["cat", NETSTAT], timeout=10.0, check=False)
-            except (CommandError, OSError) as exc:     # a host that cannot answer is the host watch's to name
-                log.debug("no TCP memory counters from %s: %s", host, exc)
-                continue
-            counters = pressure_counters(done.stdout) if done.returncode == 0 else None
-            if counters is not None:
-                out[host] = counters
-        return out
+        if not self.executors:
+            return {}
+        with ThreadPoolExecutor(max_workers=len(self.executors)) as pool:
+            read = dict(zip(self.executors, pool.map(self._read_one, self.executors)))
+        return {host: counters for host, counters in read.items() if counters is not None}
 
-    def __enter__(self) -> PressureMeter:
+    def start(self) -> None:
         self._before = self._read()
-        return self
 
-    def __exit__(self, *exc) -> bool:
-        self.pressure = difference(self._before, self._read())
-        return False
+    def stop(self) -> Pressure | None:
+        return difference(self._before, self._read())

@@ -43,6 +43,6 @@ def test_the_meter_reads_before_and_after_and_leaves_out_a_host_it_cannot_read()
     hosts = {"S1": _Host([CAPTURED, busier]),
              "D1": _Host([CAPTURED, CommandError("D1", ["cat", NETSTAT], -1, "timed out")]),
              "S2": _Host([], lost="no answer over SSH")}
-    with PressureMeter(hosts) as meter:
-        pass
-    assert meter.pressure == Pressure(2, 44)
+    meter = PressureMeter(hosts)
+    meter.start()
+    assert meter.stop() == Pressure(2, 44)

@@ -41,13 +41,13 @@ __all__ = ["BASE_PORT", "PORTS_PER_FLOW", "Chooser", "Trial", "run_trial"]
 def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: float | None,
               on_tick=None, choosers: dict[str, Chooser] | None = None, *, phases: Phases) -> TrialSummary:
     """phases: where the trial's time goes (the runner's, for the manifest)."""
+    memory = PressureMeter({h.name: lab.executor(h.name) for h in lab.topo.hosts if h.role in ("sender", "receiver")})
     with phases("trial set-up"):
         trial = set_up(lab, spec, trial_no, trial_dir, idle_rtt_ms, choosers or {})
+        memory.start()      # before the trial's clock: on SSH hosts a read takes a round trip or more
     trial.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.monotonic() + trial.offset_s
-    ends = {h.name: lab.executor(h.name) for h in lab.topo.hosts if h.role in ("sender", "receiver")}
-    with StealMeter() as steal, PressureMeter(ends) as pressure, \
-            HostWatch({h.name: lab.executor(h.name) for h in lab.topo.hosts}) as watch:
+    with StealMeter() as steal, HostWatch({h.name: lab.executor(h.name) for h in lab.topo.hosts}) as watch:
         try:
             trial.probe.start(t0)           # a host lost as its probe starts is named like one lost later
             trial.sampler.start(t0)
@@ -64,7 +64,7 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
             wind_down_trial(trial, t0)
     trial.duration_s = time.monotonic() - t0
     trial.steal_pct = steal.percent
-    trial.tcp_pressure = pressure.pressure
+    trial.tcp_pressure = memory.stop()
     summary = summarise(trial)
     phases.add("trial wind-down", time.monotonic() - wind_down)
     return summary
