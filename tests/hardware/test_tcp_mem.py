@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import PosixPath
 
 import pytest
 from lab_support import write_lab_config
@@ -35,6 +36,7 @@ def test_raised_only_past_the_pressure_value_and_never_lowered():
 @pytest.fixture
 def sysctl(tmp_path, monkeypatch):
     monkeypatch.setattr(run_marker, "STATE_DIR", tmp_path / "state")
+    monkeypatch.setattr(tcp_mem, "ram_bytes", lambda: 24 * GiB)      # this machine's, whatever runs the test
     path = tmp_path / "tcp_mem"
     path.write_text("\t".join(map(str, HERE)) + "\n")
     return path
@@ -51,6 +53,21 @@ def test_a_session_raises_it_and_puts_it_back_even_when_it_fails(sysctl):
     assert tcp_mem.read(sysctl) == HERE and not (run_marker.STATE_DIR / "a1b2c3.tcpmem").exists()
     with tcp_mem.held("a1b2c3", 1 * GiB, sysctl) as change:     # nothing to raise: nothing touched
         assert change is None and not run_marker.STATE_DIR.joinpath("a1b2c3.tcpmem").exists()
+
+
+class _ReadOnly(PosixPath):
+    """/proc/sys mounted read-only, as in a container: root's writes fail too."""
+
+    def write_text(self, *args, **kwargs):
+        raise PermissionError(30, "Read-only file system", str(self))
+
+
+def test_a_machine_that_cannot_write_it_runs_with_what_it_has(sysctl, caplog):
+    readonly = _ReadOnly(sysctl)
+    with tcp_mem.held("a1b2c3", 8 * GiB, readonly) as change:
+        assert change is None
+    assert tcp_mem.read(sysctl) == HERE and "cannot raise it" in caplog.text
+    assert not (run_marker.STATE_DIR / "a1b2c3.tcpmem").exists()
 
 
 def test_a_value_changed_by_someone_else_meanwhile_is_left_as_they_set_it(sysctl):
