@@ -140,9 +140,7 @@ def _held(tag: str) -> Path:
 
 def _holders(alive: bool) -> list[str]:
     """The tags of runs holding BPF congestion controls whose owner is (or is not) alive."""
-    if not run_marker.STATE_DIR.is_dir():
-        return []
-    return sorted(p.stem for p in run_marker.STATE_DIR.glob("*.bpf") if run_marker.owner_alive(p.stem) == alive)
+    return [p.stem for p in run_marker.holds(".bpf", alive)]
 
 
 def _holdings(tags) -> set[str]:

@@ -91,6 +91,14 @@ def live_markers() -> list[Marker]:
     return found
 
 
+def holds(suffix: str, alive: bool) -> list[Path]:
+    """A run's hold files of one kind (`<tag><suffix>`: what it changed on this machine and must
+    give back) whose run is (or is not) alive."""
+    if not STATE_DIR.is_dir():
+        return []
+    return sorted(p for p in STATE_DIR.glob(f"*{suffix}") if owner_alive(p.stem) == alive)
+
+
 def stale_tags() -> list[str]:
     return sorted(m.stem for m in STATE_DIR.glob("*.json") if not owner_alive(m.stem)) if STATE_DIR.is_dir() else []
 

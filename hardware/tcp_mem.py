@@ -77,8 +77,11 @@ def _text(limits: Limits) -> str:
     return " ".join(map(str, limits))
 
 
+HOLD = ".tcpmem"     # /run/longhaul/<tag>.tcpmem: the values a run found, and those it set
+
+
 def _held(tag: str) -> Path:
-    return run_marker.STATE_DIR / f"{tag}.tcpmem"
+    return run_marker.STATE_DIR / f"{tag}{HOLD}"
 
 
 def _restore(change: Change, path: Path = TCP_MEM) -> None:
@@ -117,12 +120,8 @@ def held(tag: str, demand_bytes: int, path: Path = TCP_MEM):
 
 
 def _stale() -> list[tuple[str, Change]]:
-    if not run_marker.STATE_DIR.is_dir():
-        return []
     found = []
-    for hold in sorted(run_marker.STATE_DIR.glob("*.tcpmem")):
-        if run_marker.owner_alive(hold.stem):
-            continue
+    for hold in run_marker.holds(HOLD, alive=False):
         before, applied = hold.read_text().splitlines()[:2]
         found.append((hold.stem, Change(limits(before), limits(applied))))
     return found
