@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
-from longhaul.collectors.studies.ops.classify import EVALUATION
+from longhaul.collectors.studies.ops.classify import EVALUATION, standard_error
 
 
 def load(path: str) -> dict:
@@ -33,8 +32,7 @@ def results(doc: dict, probing: str, classifier: str | None = "knn", k: int | No
 
 def cell(r: dict) -> str:
     p, n = r["accuracy_mean"], r["n_windows"]
-    se = math.sqrt(p * (1 - p) / n) if n else float("nan")
-    return f"{p:.2f} ± {se:.2f} ({n}) / {r['decision_accuracy_mean']:.2f}"
+    return f"{p:.2f} ± {standard_error(p, n):.2f} ({n}) / {r['decision_accuracy_mean']:.2f}"
 
 
 def table(rows: list[tuple[str, list[dict]]]) -> str:

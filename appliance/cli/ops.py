@@ -1,7 +1,9 @@
 """`longhaul ops`: background recognition and protocol selection (seed 000 §4-§6.7).
 
-    longhaul ops evaluate DATASET [--json] [--w 5,10,...] [--folds 5] [--out RUN_DIR_OR_FILE]
-    longhaul ops train DATASET --probing passive --w 10 --classifier knn --k 1 --out MODEL
+    longhaul ops evaluate DATASET... [--test DATASET...] [--json] [--w 5,10,...] [--folds 5] [--out RUN_DIR_OR_FILE]
+    longhaul ops train DATASET... --probing passive --w 10 --classifier knn --k 1 --out MODEL
+
+Several DATASETs are one recording made in sittings: joined in memory as `ops merge` would join them.
     longhaul ops classify MODEL CSV_OF_RTT [--json] [--decision TOML]
     longhaul ops merge OUT DATASET... [--probing passive,active]
 
@@ -33,7 +35,8 @@ def register(sub):
     osub = ops.add_subparsers(dest="ops_command", required=True)
 
     ev = osub.add_parser("evaluate", help="cross-validated accuracy of every classifier per window length")
-    ev.add_argument("dataset", type=Path, help="dataset CSV (with its .json sidecar)")
+    ev.add_argument("dataset", type=Path, nargs="+", help="dataset CSV (with its .json sidecar); several are "
+                    "joined as `ops merge` would join them")
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     ev.add_argument("--w", default="5,10,15,20,25,30,35,40,45,50,55,60", help="window lengths (points)")
     ev.add_argument("--folds", type=int, default=5)
@@ -41,15 +44,15 @@ def register(sub):
     ev.add_argument("--classifiers", default="knn,mlp,svm,gnb")
     ev.add_argument("--k", default="1,3,5", help="k values of the DTW k-NN")
     ev.add_argument("--seed", type=int, default=0, help="random_state of the folds and the MLP")
-    ev.add_argument("--test", type=Path, metavar="OTHER_DATASET",
-                    help="train on all of DATASET and test on this recording (same lab and classes) "
-                         "instead of cross-validating inside DATASET")
+    ev.add_argument("--test", type=Path, nargs="+", metavar="OTHER_DATASET",
+                    help="train on all of DATASET and test on this recording (same lab and classes; several "
+                         "are joined) instead of cross-validating inside DATASET")
     ev.add_argument("--out", type=Path, metavar="RUN_DIR_OR_FILE",
                     help="also write the result: a .json file, or RUN_DIR/ops/evaluation.json")
     ev.set_defaults(func=cmd_evaluate)
 
     tr = osub.add_parser("train", help="train a model on a dataset and store it as data (.npz)")
-    tr.add_argument("dataset", type=Path)
+    tr.add_argument("dataset", type=Path, nargs="+", help="dataset CSV; several are joined")
     tr.add_argument("--probing", choices=PROBINGS, required=True)
     tr.add_argument("--w", type=int, required=True, help="window length (points = seconds)")
     tr.add_argument("--classifier", choices=("knn", "mlp", "svm", "gnb"), default="knn")
@@ -80,18 +83,18 @@ def cmd_evaluate(args) -> int:
     from longhaul.collectors.studies.ops import classify as ops_classify
     from longhaul.collectors.studies.ops import dataset as ops_dataset
 
-    dataset = _load_dataset(args.dataset)
+    requested = _choice_list(args.probing, "--probing", PROBINGS) if args.probing else None
+    dataset = _load_joined(args.dataset, requested)
     ws = _int_list(args.w, "--w", 1, 3600)
     ks = _int_list(args.k, "--k", 1, 100)
-    test = _load_dataset(args.test) if args.test else None
+    test = _load_joined(args.test, requested) if args.test else None
     # by default, the modes there are to evaluate: with --test, those both recordings have
-    probings = (_choice_list(args.probing, "--probing", PROBINGS) if args.probing else
-                [p for p in dataset.probings() if test is None or p in test.probings()])
+    probings = requested or [p for p in dataset.probings() if test is None or p in test.probings()]
     classifiers = _choice_list(args.classifiers, "--classifiers", ops_classify.CLASSIFIERS)
     if not 2 <= args.folds <= 100:
         raise ConfigError.option("--folds", args.folds, "an integer from 2 to 100")
     if not probings:
-        raise ConfigError(args.test, None, ("modes",), test.probings(), f"a probing mode {args.dataset} also has")
+        raise ConfigError(test.path, None, ("modes",), test.probings(), f"a probing mode {dataset.path} also has")
     for data in (dataset, test) if test else (dataset,):
         missing = [p for p in probings if p not in data.probings()]
         if missing:
@@ -135,7 +138,8 @@ def _ensure_run_dir(run_dir: Path, args) -> None:
     (run_dir / ops_classify.EVALUATION_FILE).parent.mkdir(parents=True, exist_ok=True)
     TriallessRun(run_dir, run_manifest(
         run_dir.name, repo=REPO, kind="ops-evaluation", status="complete", finished=True,
-        config={"dataset": str(args.dataset), "test": str(args.test) if args.test else None, "w": args.w,
+        config={"dataset": " ".join(map(str, args.dataset)), "test": " ".join(map(str, args.test or [])) or None,
+                "w": args.w,
                 "folds": args.folds, "classifiers": args.classifiers, "k": args.k, "seed": args.seed}))
 
 
@@ -198,7 +202,7 @@ def cmd_train(args) -> int:
     from longhaul.collectors.studies.ops import decision as ops_decision
     from longhaul.collectors.studies.ops import model as ops_model
 
-    dataset = _load_dataset(args.dataset)
+    dataset = _load_joined(args.dataset, [args.probing])
     if not 1 <= args.w <= 3600:
         raise ConfigError.option("--w", args.w, "a window length from 1 to 3600 points")
     if args.k < 1:
@@ -209,7 +213,7 @@ def cmd_train(args) -> int:
     try:
         model = ops_model.train(dataset, args.probing, args.w, args.classifier, args.k, decision, args.seed)
     except ValueError as exc:
-        raise ConfigError(args.dataset, None, (), None, str(exc)) from exc
+        raise ConfigError(dataset.path, None, (), None, str(exc)) from exc
     path = ops_model.save(model, args.out)
     print(f"model: {path} ({len(model.y)} windows of w={model.w}, {args.probing} probing, "
           f"{args.classifier}{f' k={args.k}' if args.classifier == 'knn' else ''})")
@@ -276,6 +280,16 @@ def _load_dataset(path: Path):
 
     try:
         return ops_dataset.load(path)
+    except ops_dataset.DatasetError as exc:
+        raise ConfigError(exc.path, exc.line, exc.key, exc.value, exc.allowed) from exc
+
+
+def _load_joined(paths: list[Path], probings: list[str] | None):
+    """One dataset from one or several recordings (their `probings` runs when given)."""
+    from longhaul.collectors.studies.ops import dataset as ops_dataset
+
+    try:
+        return ops_dataset.join([_load_dataset(p) for p in paths], probings or PROBINGS)
     except ops_dataset.DatasetError as exc:
         raise ConfigError(exc.path, exc.line, exc.key, exc.value, exc.allowed) from exc
 

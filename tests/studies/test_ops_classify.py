@@ -222,5 +222,29 @@ def test_evaluate_test_defaults_to_the_modes_both_recordings_have(capsys):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["settings"]["probings"] == ["passive"] and len(out["results"]) == 1
-    # the figure docs/ops.md quotes for a model of one recording tested on the other
+    # the figure docs/ops-results.md quotes for a model of one recording tested on the other
     assert out["results"][0]["accuracy_mean"] == pytest.approx(0.694, abs=0.001)
+
+
+def test_evaluate_and_train_join_several_recordings(dataset_path, other_path, tmp_path, capsys):
+    """A recording made in sittings is given as its files: the same figures as the merged file."""
+    merged = tmp_path / "merged.csv"
+    assert main(["ops", "merge", str(merged), str(dataset_path), str(other_path), "--probing", "passive"]) == 0
+    capsys.readouterr()
+    args = ["--probing", "passive", "--w", "10", "--classifiers", "knn", "--k", "1", "--json"]
+    assert main(["ops", "evaluate", str(dataset_path), str(other_path), *args]) == 0
+    joined = json.loads(capsys.readouterr().out)
+    assert main(["ops", "evaluate", str(merged), *args]) == 0
+    written = json.loads(capsys.readouterr().out)
+    assert joined["results"][0]["accuracy_folds"] == written["results"][0]["accuracy_folds"]
+    assert joined["dataset"]["name"] == f"{dataset_path.stem} + {other_path.stem}"
+    assert [f["path"] for f in joined["dataset"]["files"]] == [str(dataset_path), str(other_path)]
+    assert len({f["sha256"] for f in joined["dataset"]["files"]} | {joined["dataset"]["sha256"]}) == 3
+    # held out against two recordings, and a model from two
+    assert main(["ops", "evaluate", str(dataset_path), "--test", str(other_path), str(merged), *args]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["test_dataset"]["name"].count(" + ") == 1
+    model = tmp_path / "m.npz"
+    assert main(["ops", "train", str(dataset_path), str(other_path), "--probing", "passive", "--w", "10",
+                 "--out", str(model)]) == 0
+    n = len(ops_dataset.build_xy(ops_dataset.load(merged), "passive", 10)[1])
+    assert f"({n} windows of w=10" in capsys.readouterr().out

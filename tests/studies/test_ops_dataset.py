@@ -245,3 +245,19 @@ def test_merge_command(tmp_path, capsys):
     assert "not one of the inputs" in capsys.readouterr().err
     assert main(["ops", "merge", str(tmp_path / "n.csv"), str(a), "--probing", "active"]) == 2
     assert not (tmp_path / "n.csv").exists()
+
+
+def test_join_is_the_merge_kept_in_memory(tmp_path):
+    a = ds.load(_write(tmp_path, _rows(run="passive-cubic"), ds.default_meta(_lab(), recorded="A"), "a.csv"))
+    b = ds.load(_write(tmp_path, _rows(run="passive-cubic", rtt=160) + _rows("bbr", "active", "active-bbr"),
+                       ds.default_meta(_lab(), recorded="B"), "b.csv"))
+    joined = ds.join([a, b], ["passive"])
+    rows, meta = ds.merge([a, b], ["passive"])
+    written = ds.load(_write(tmp_path, rows, meta, "m.csv"))
+    assert joined.paths == (a.path, b.path) and joined.meta == written.meta
+    for mine, theirs in zip(joined.runs, written.runs):
+        assert (mine.run, mine.cls, mine.probing) == (theirs.run, theirs.cls, theirs.probing)
+        assert np.array_equal(mine.t_s, theirs.t_s) and np.array_equal(mine.rtt_ms, theirs.rtt_ms)
+    assert ds.join([a]) is a and a.paths == (a.path,)
+    with pytest.raises(ds.DatasetError, match="queue_bytes"):
+        ds.join([a, ds.load(_write(tmp_path, _rows(), ds.default_meta(_lab(queue_bytes=1)), "c.csv"))])

@@ -54,6 +54,15 @@ NORMALISATION = {
 LABELS = {"mlp": "MLP", "svm": "SVM (RBF)", "gnb": "GNB"}
 
 
+def standard_error(accuracy: float, n_windows: int) -> float:
+    """The binomial standard error of an accuracy over the windows tested, sqrt(p (1 - p) / n).
+
+    Every window is tested once, in a cross-validation's folds as in a held-out test. Neighbouring
+    windows of one run are not independent, so this is a lower bound; nan without windows.
+    """
+    return float(np.sqrt(accuracy * (1 - accuracy) / n_windows)) if n_windows else float("nan")
+
+
 @dataclass(frozen=True)
 class Spec:
     """One classifier configuration: name and, for k-NN, k."""
@@ -275,8 +284,15 @@ def _result_entry(s: Spec, probing: str, w: int, n: int, cv: dict) -> dict:
 
 
 def dataset_info(dataset: ops_dataset.Dataset) -> dict:
-    digest = hashlib.sha256(dataset.path.read_bytes()).hexdigest()
-    return {"path": str(dataset.path), "name": dataset.path.stem, "sha256": digest, "lab": dataset.lab,
+    """Which recording(s) a result rests on: a joined dataset names every file, and its digest is
+    that of the files' digests in order."""
+    digests = [hashlib.sha256(p.read_bytes()).hexdigest() for p in dataset.paths]
+    digest = digests[0] if len(digests) == 1 else hashlib.sha256("\n".join(digests).encode()).hexdigest()
+    info = {"path": " + ".join(map(str, dataset.paths)), "name": " + ".join(p.stem for p in dataset.paths),
+            "sha256": digest}
+    if len(digests) > 1:
+        info["files"] = [{"path": str(p), "sha256": d} for p, d in zip(dataset.paths, digests)]
+    return {**info, "lab": dataset.lab,
             "classes": dataset.classes, "class_flows": ops_dataset.class_flows(dataset.meta["classes"]),
             "minutes": ops_dataset.summary(dataset), "sources": dataset.meta.get("sources"),
             "active_aligned": bool(dataset.meta.get("active_aligned"))}

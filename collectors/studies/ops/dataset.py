@@ -71,6 +71,11 @@ class Dataset:
     path: Path
     meta: dict
     runs: list[Run]
+    files: tuple[Path, ...] = ()      # a joined dataset's recordings (join); empty: `path` alone
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        return self.files or (self.path,)
 
     @property
     def classes(self) -> list[str]:
@@ -333,6 +338,22 @@ def merge(datasets: list[Dataset], probings: Iterable[str] = PROBING) -> tuple[l
     for (key,) in ACTIVE_KEYS[1:]:
         meta[key] = active[0].meta.get(key) if active else None
     return rows, meta
+
+
+def join(datasets: list[Dataset], probings: Iterable[str] = PROBING) -> Dataset:
+    """Several recordings as one dataset in memory, as `merge` would write them: what `ops evaluate`
+    and `ops train` read when given more than one, so a long recording made in sittings is never
+    kept twice on disk. One recording comes back as it is."""
+    if len(datasets) == 1:
+        return datasets[0]
+    rows, meta = merge(datasets, probings)
+    runs: dict[str, tuple[str, str, list, list]] = {}
+    for cls, probing, name, t_s, rtt in rows:
+        entry = runs.setdefault(name, (cls, probing, [], []))
+        entry[2].append(t_s)
+        entry[3].append(rtt)
+    return Dataset(path=datasets[0].path, meta=meta, files=tuple(p for d in datasets for p in d.paths),
+                   runs=[Run(n, c, p, np.asarray(t), np.asarray(v)) for n, (c, p, t, v) in runs.items()])
 
 
 def check_held_out(train: Dataset, test: Dataset, probings: Iterable[str]) -> None:

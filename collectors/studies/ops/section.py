@@ -23,11 +23,18 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from longhaul.collectors.store.reader import StoredRun, load_json_object
-from longhaul.collectors.studies.ops.classify import EVALUATION, EVALUATION_FILE
+from longhaul.collectors.studies.ops.classify import EVALUATION, EVALUATION_FILE, standard_error
 from longhaul.collectors.studies.ops.lab_runs import FIG29, FIG29_FILE
-from longhaul.collectors.studies.ops.paper import PAPER_BEST, PAPER_FIG29, PAPER_GAP, SCHEMES
+from longhaul.collectors.studies.ops.paper import (
+    PAPER_ACCURACY,
+    PAPER_BEST,
+    PAPER_CONFUSION,
+    PAPER_FIG29,
+    PAPER_GAP,
+    SCHEMES,
+)
 from longhaul.core.documents import DocumentFormat, DocumentVersionError
-from longhaul.reports.fmt import DASH, fmt, spread
+from longhaul.reports.fmt import DASH, fmt
 from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, decorate, new_figure, to_svg
 from longhaul.reports.sections import figure
 
@@ -94,7 +101,8 @@ def _recognition(ev: dict) -> dict:
             figure(_accuracy_plot(rows, baseline, colors, probing),
                    f"{'Accuracy' if held else 'Mean accuracy'} {over} per window length w ({probing} probing"
                    f"{'; dashed: 1-NN with passive probing as the baseline' if baseline else ''}): "
-                   f"Figure {'24a' if probing == 'active' else '22a'}."),
+                   f"Figure {'24a' if probing == 'active' else '22a'}, with what the paper's text says of it in red; "
+                   "the windows each point rests on are in the tables' last row."),
             figure(_box_by_classifier(rows, colors, probing),
                    f"Accuracy of every {'w' if held else 'fold at every w'}, per classifier ({probing} probing): "
                    f"Figure {'24b' if probing == 'active' else '22b'}."),
@@ -108,8 +116,14 @@ def _recognition(ev: dict) -> dict:
     return {"setup": _setup(ds, settings), "probings": parts, "paper": _paper_rows(results),
             "confusion": figure(_confusion_grid(details), f"Confusion matrices of the k-NN (DTW) at w = {DETAIL_W}, "
                                 f"{'predictions on the held-out recording' if held else 'out-of-fold predictions of all folds'}"
-                                ": Figure 26 (27a and 28a are its 1-NN panels)."),
+                                f"{_windows_text(details)}: Figure 26; its 1-NN panels are Figures 27a (active) and 23a "
+                                f"and 28a (passive). {PAPER_CONFUSION}"),
             "metrics": _metrics(details)}
+
+
+def _windows_text(details: list[dict]) -> str:
+    counts = sorted({int(np.sum(d["confusion"])) for d in details if d.get("confusion")})
+    return f" ({' or '.join(map(str, counts))} windows a panel)" if counts else ""
 
 
 def _setup(ds: dict, settings: dict) -> dict:
@@ -178,9 +192,22 @@ def _accuracy_plot(rows, baseline, colors, probing) -> str | None:
         if baseline:
             ax.plot(*_series(baseline, baseline[0]["label"]), "s--", ms=3, lw=1.0, color="0.35",
                     label="1-NN (DTW),\npassive (baseline)")
+        _paper_marks(ax, probing)
         decorate(ax, f"OPS: accuracy vs window length: {probing} probing", "window length w (s = points)",
                   "accuracy (%)")
         return to_svg(fig, f"ops-acc-{probing}", f"OPS: accuracy vs window length: {probing} probing")
+
+
+def _paper_marks(ax, probing: str) -> None:
+    """What the paper's text says of its curves (its Figures 22-25 are images without values)."""
+    mark = PAPER_ACCURACY.get(probing)
+    if mark is None:
+        return
+    low, high = mark["range"]
+    if "w" in mark:
+        ax.plot([mark["w"]], [high], "*", ms=9, color="#d62728", label=mark["label"])
+    else:
+        ax.axhspan(low, high, color="#d62728", alpha=0.12, lw=0, label=mark["label"])
 
 
 def _box_by_classifier(rows, colors, probing) -> str | None:
@@ -230,26 +257,28 @@ def _box_by_w(rows, probing) -> str | None:
 
 def _accuracy_table(rows, probing, key: str = "accuracy", caption: str = "Accuracy",
                     over: str = "over the folds") -> dict | None:
-    """Per classifier (rows) and w (columns): the mean over folds, with its std from two folds on."""
+    """Per classifier (rows) and w (columns): the accuracy with its standard error over the windows
+    tested, and a last row with how many windows that is (what each figure rests on)."""
     rows = [r for r in rows if f"{key}_mean" in r]
     if not rows:
         return None
     ws = sorted({r["w"] for r in rows if isinstance(r.get("w"), int)})
-    spread_any = any(len(r.get(f"{key}_folds") or []) > 1 for r in rows)
     body = []
     for label in dict.fromkeys(r.get("label") for r in rows):
         cells = {r["w"]: r for r in rows if r.get("label") == label}
-        body.append({"label": label, "cells": [
-            {"mean": _pct(cells[w].get(f"{key}_mean")),
-             "std": spread(_std(cells[w], key), len(cells[w].get(f"{key}_folds") or []), _pct)}
-            if w in cells else None for w in ws]})
-    return {"caption": f"{caption} (%), {'mean ± std ' if spread_any else ''}{over}, {probing} probing",
-            "ws": ws, "rows": body}
+        body.append({"label": label, "cells": [_with_error(cells[w], key) if w in cells else None for w in ws]})
+    tested = {r["w"]: r.get("n_windows") for r in rows}
+    body.append({"label": "windows tested", "cells": [
+        {"mean": str(tested[w]), "std": None} if isinstance(tested.get(w), int) else None for w in ws]})
+    return {"caption": f"{caption} (%), {'mean ' if over == 'over the folds' else ''}{over}, ± its binomial "
+                       f"standard error over the windows tested (a lower bound: neighbouring windows of a run are "
+                       f"not independent), {probing} probing", "ws": ws, "rows": body}
 
 
-def _std(row: dict, key: str):
-    folds = [a for a in row.get(f"{key}_folds") or [] if _finite(a)]
-    return row.get(f"{key}_std", float(np.std(folds)) if folds else None)
+def _with_error(row: dict, key: str) -> dict:
+    mean, n = row.get(f"{key}_mean"), row.get("n_windows")
+    error = standard_error(mean, n) if _finite(mean) and isinstance(n, int) and n > 0 else None
+    return {"mean": _pct(mean), "std": _pct(error) if error is not None else None}
 
 
 def _best(rows) -> dict | None:
