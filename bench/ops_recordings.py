@@ -1,4 +1,4 @@
-"""How far one OPS recording carries: the numbers behind docs/ops.md ("The shipped datasets and
+"""How far one OPS recording carries: the numbers behind docs/ops-results.md ("The shipped datasets and
 what they show").
 
     .venv/bin/python bench/ops_recordings.py datasets/ops-overlay1.csv datasets/ops-overlay1-s4.csv
