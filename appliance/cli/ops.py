@@ -2,10 +2,10 @@
 
     longhaul ops evaluate DATASET... [--test DATASET...] [--json] [--w 5,10,...] [--folds 5] [--out RUN_DIR_OR_FILE]
     longhaul ops train DATASET... --probing passive --w 10 --classifier knn --k 1 --out MODEL
-
-Several DATASETs are one recording made in sittings: joined in memory as `ops merge` would join them.
     longhaul ops classify MODEL CSV_OF_RTT [--json] [--decision TOML]
     longhaul ops merge OUT DATASET... [--probing passive,active]
+
+Several DATASETs are one recording made in sittings: joined in memory as `ops merge` would join them.
 
 With --json, stdout carries exactly one JSON object (progress goes to stderr). Bad input is a
 ConfigError (exit 2) naming the file or option, the value and what is allowed.
@@ -139,8 +139,7 @@ def _ensure_run_dir(run_dir: Path, args) -> None:
     TriallessRun(run_dir, run_manifest(
         run_dir.name, repo=REPO, kind="ops-evaluation", status="complete", finished=True,
         config={"dataset": " ".join(map(str, args.dataset)), "test": " ".join(map(str, args.test or [])) or None,
-                "w": args.w,
-                "folds": args.folds, "classifiers": args.classifiers, "k": args.k, "seed": args.seed}))
+                "w": args.w, "folds": args.folds, "classifiers": args.classifiers, "k": args.k, "seed": args.seed}))
 
 
 def evaluation_path(out: Path) -> Path:
