@@ -14,7 +14,7 @@ rule (ties to the nearest neighbour's class) is reported beside it.
 
 Without --dataset the windows come from tests/support/ops_synthetic.py (6 classes x --minutes of RTT).
 Needs tslearn (`pip install -e '.[bench]'`) and the built C library (`make`). Writes
-bench/RESULTS-ops.md. Single-threaded; takes about a minute on the 2-core VM.
+bench/RESULTS-dtw-knn.md. Single-threaded; takes about a minute on the 2-core VM.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from longhaul.collectors.studies.ops import dataset as ops_dataset
 from longhaul.collectors.studies.ops import dtw_knn
 
-OUT = HERE / "RESULTS-ops.md"
+OUT = HERE / "RESULTS-dtw-knn.md"
 WS, KS, RADIUS, FOLDS, SEED = (10, 30), (1, 3), 10, 5, 0
 
 

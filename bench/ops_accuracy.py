@@ -1,6 +1,6 @@
 """Where longhaul's background recognition stands against seed 000's, from evaluation files
 (`longhaul ops evaluate ... --json`): accuracy against w with its standard error and window count,
-per recording and mode, and per classifier; the tables of bench/RESULTS-ops-accuracy.md.
+per recording and mode, and per classifier; the tables of bench/RESULTS-ops.md.
 
     .venv/bin/python bench/ops_accuracy.py "passive, session 4, CV=datasets/ops-overlay1-s4-evaluation.json:passive" ...
     .venv/bin/python bench/ops_accuracy.py --classifiers datasets/ops-overlay1-s4-evaluation.json:passive

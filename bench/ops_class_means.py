@@ -1,5 +1,5 @@
 """How far each background class's passive RTT moves from one recording to the next: the drift
-that held-out accuracy pays for (bench/RESULTS-ops-accuracy.md).
+that held-out accuracy pays for (bench/RESULTS-ops.md).
 
     .venv/bin/python bench/ops_class_means.py datasets/ops-overlay1-s4.csv datasets/ops-overlay1-s5.csv ...
 

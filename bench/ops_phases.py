@@ -57,15 +57,17 @@ def main() -> None:
         cycle, per = cycle_values(d)
         steps = d.lab["active_profile"]
         print(f"## {path}: cycle {cycle} s, base RTT {base:g} ms, queue {queue_mb:g} MB\n")
-        print("Mean RTT in ms (queue in MB), first 2 s of the step / the rest:\n")
+        print(f"Mean RTT in ms (queue in MB), first {EARLY_S} s of the step / the rest (a step of {EARLY_S} s "
+              "or less: its first half / its second):\n")
         print("| class | " + " | ".join(step_label(s) for s in steps) + " |")
         print("|---|" + "---|" * len(steps))
         for cls, secs in per.items():
             cells, start = [], 0
             for s in steps:
                 n = int(round(float(s["seconds"]) / d.interval_s))
-                early = np.concatenate(secs[start:start + EARLY_S])
-                late = np.concatenate(secs[start + EARLY_S:start + n])
+                split = EARLY_S if n > EARLY_S else max(1, n // 2)
+                early = np.concatenate(secs[start:start + split])
+                late = np.concatenate(secs[start + split:start + n])
                 cells.append(" / ".join(f"{v.mean():.0f} ({(v.mean() - base) * mb_per_ms:.1f})"
                                         for v in (early, late)))
                 start += n

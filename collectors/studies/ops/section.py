@@ -107,8 +107,8 @@ def _recognition(ev: dict) -> dict:
                    f"Accuracy of every {'w' if held else 'fold at every w'}, per classifier ({probing} probing): "
                    f"Figure {'24b' if probing == 'active' else '22b'}."),
             figure(_box_by_w(rows, probing), f"k-NN (DTW) accuracy {over} per w ({probing} probing): Figure 25.")]
-        tables = [_accuracy_table(rows, probing, over=over),
-                  _accuracy_table(rows, probing, "decision_accuracy", over=over, caption=
+        tables = [_accuracy_table(rows, probing, held),
+                  _accuracy_table(rows, probing, held, "decision_accuracy", caption=
                                   "Decision accuracy: windows whose predicted class leads to the same congestion "
                                   f"control as the true one ({_mapping_text(settings.get('decision'))})")]
         parts.append({"figures": [f for f in figures if f], "tables": [t for t in tables if t]})
@@ -255,8 +255,7 @@ def _box_by_w(rows, probing) -> str | None:
         return to_svg(fig, f"ops-boxw-{probing}", title)
 
 
-def _accuracy_table(rows, probing, key: str = "accuracy", caption: str = "Accuracy",
-                    over: str = "over the folds") -> dict | None:
+def _accuracy_table(rows, probing, held: bool, key: str = "accuracy", caption: str = "Accuracy") -> dict | None:
     """Per classifier (rows) and w (columns): the accuracy with its standard error over the windows
     tested, and a last row with how many windows that is (what each figure rests on)."""
     rows = [r for r in rows if f"{key}_mean" in r]
@@ -270,7 +269,8 @@ def _accuracy_table(rows, probing, key: str = "accuracy", caption: str = "Accura
     tested = {r["w"]: r.get("n_windows") for r in rows}
     body.append({"label": "windows tested", "cells": [
         {"mean": str(tested[w]), "std": None} if isinstance(tested.get(w), int) else None for w in ws]})
-    return {"caption": f"{caption} (%), {'mean ' if over == 'over the folds' else ''}{over}, ± its binomial "
+    over = "on the held-out recording" if held else "mean over the folds"
+    return {"caption": f"{caption} (%), {over}, ± its binomial "
                        f"standard error over the windows tested (a lower bound: neighbouring windows of a run are "
                        f"not independent), {probing} probing", "ws": ws, "rows": body}
 
