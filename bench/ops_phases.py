@@ -66,10 +66,9 @@ def main() -> None:
             for s in steps:
                 n = int(round(float(s["seconds"]) / d.interval_s))
                 split = EARLY_S if n > EARLY_S else max(1, n // 2)
-                early = np.concatenate(secs[start:start + split])
-                late = np.concatenate(secs[start + split:start + n])
-                cells.append(" / ".join(f"{v.mean():.0f} ({(v.mean() - base) * mb_per_ms:.1f})"
-                                        for v in (early, late)))
+                parts = [np.concatenate(part) for part in (secs[start:start + split], secs[start + split:start + n])
+                         if part]  # a 1 s step has no second part
+                cells.append(" / ".join(f"{v.mean():.0f} ({(v.mean() - base) * mb_per_ms:.1f})" for v in parts))
                 start += n
             print(f"| {cls} | " + " | ".join(cells) + " |")
         f = [f_oneway(*(per[c][i] for c in per)).statistic for i in range(cycle)]
