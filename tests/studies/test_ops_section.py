@@ -211,6 +211,14 @@ def test_accuracy_tables_give_the_standard_error_and_the_windows_tested(tmp_path
     assert re.findall(r"<td class=\"num\">(\d+)</td>", counts) == [str(tested[10]), str(tested[20])]
 
 
+def test_held_out_tables_say_so(tmp_path, evaluation):
+    doc = json.loads(json.dumps(evaluation))
+    doc["settings"]["mode"] = "held-out"
+    html = _section(_run_dir(tmp_path, doc))
+    assert "<caption>Accuracy (%), on the held-out recording, ± its binomial" in html
+    assert "mean over the folds" not in html
+
+
 def test_paper_statements_are_marked_on_the_accuracy_plots(tmp_path, evaluation):
     html = _section(_run_dir(tmp_path, evaluation))
     drawn = [t for svg in _svgs(html) for t in _titles(svg)[1]]
