@@ -47,6 +47,9 @@ def register(sub):
     ev.add_argument("--test", type=Path, nargs="+", metavar="OTHER_DATASET",
                     help="train on all of DATASET and test on this recording (same lab and classes; several "
                          "are joined) instead of cross-validating inside DATASET")
+    ev.add_argument("--both-ways", action="store_true",
+                    help="with --test: also train on OTHER_DATASET and test on DATASET, pooling both directions' "
+                         "predictions (every window tested by a model that did not see its recording)")
     ev.add_argument("--out", type=Path, metavar="RUN_DIR_OR_FILE",
                     help="also write the result: a .json file, or RUN_DIR/ops/evaluation.json")
     ev.set_defaults(func=cmd_evaluate)
@@ -88,6 +91,8 @@ def cmd_evaluate(args) -> int:
     ws = _int_list(args.w, "--w", 1, 3600)
     ks = _int_list(args.k, "--k", 1, 100)
     test = _load_joined(args.test, requested) if args.test else None
+    if args.both_ways and test is None:
+        raise ConfigError.option("--both-ways", True, "only with --test OTHER_DATASET")
     # by default, the modes there are to evaluate: with --test, those both recordings have
     probings = requested or [p for p in dataset.probings() if test is None or p in test.probings()]
     classifiers = _choice_list(args.classifiers, "--classifiers", ops_classify.CLASSIFIERS)
@@ -106,7 +111,8 @@ def cmd_evaluate(args) -> int:
         except ops_dataset.DatasetError as exc:
             raise ConfigError(exc.path, exc.line, exc.key, exc.value, exc.allowed) from exc
     result = ops_classify.evaluate(dataset, probings, ws, classifiers, ks, args.folds, args.seed,
-                                   progress=lambda m: print(f"ops evaluate: {m}", file=sys.stderr), test=test)
+                                   progress=lambda m: print(f"ops evaluate: {m}", file=sys.stderr), test=test,
+                                   both=args.both_ways)
     if args.out:
         path, in_run_dir = evaluation_path(args.out), Path(args.out).suffix != ".json"
         if in_run_dir:
@@ -139,7 +145,7 @@ def _ensure_run_dir(run_dir: Path, args) -> None:
     TriallessRun(run_dir, run_manifest(
         run_dir.name, repo=REPO, kind="ops-evaluation", status="complete", finished=True,
         config={"dataset": " ".join(map(str, args.dataset)), "test": " ".join(map(str, args.test or [])) or None,
-                "w": args.w, "folds": args.folds, "classifiers": args.classifiers, "k": args.k, "seed": args.seed}))
+                "both_ways": args.both_ways, "w": args.w, "folds": args.folds, "classifiers": args.classifiers, "k": args.k, "seed": args.seed}))
 
 
 def evaluation_path(out: Path) -> Path:
@@ -154,6 +160,8 @@ def _print_evaluation(result: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from longhaul.collectors.studies.ops import classify as ops_classify
+
     # piped output gets room for every w column (rich would squeeze them to 80 columns of "0.…")
     console = Console() if sys.stdout.isatty() else Console(width=200)
     for probing in result["settings"]["probings"]:
@@ -162,8 +170,10 @@ def _print_evaluation(result: dict) -> None:
             continue
         ws = sorted({r["w"] for r in rows})
         held = result["settings"].get("test_dataset")
-        table = Table(title=f"{probing} probing: accuracy " + (f"on {held['name']} (held out)" if held else
-                                                               f"(mean of {result['settings']['folds']} folds)"))
+        both = result["settings"]["mode"] == ops_classify.BOTH_WAYS
+        table = Table(title=f"{probing} probing: accuracy " + (
+            f"on {held['name']} and {result['dataset']['name']}, each held out from the other" if both else
+            f"on {held['name']} (held out)" if held else f"(mean of {result['settings']['folds']} folds)"))
         table.add_column("classifier")
         for w in ws:
             table.add_column(f"w={w}", justify="right")

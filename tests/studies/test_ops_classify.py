@@ -192,6 +192,31 @@ def test_held_out_on_itself_is_perfect_for_1nn(dataset):
     assert ev["results"][0]["accuracy_mean"] == 1.0
 
 
+def test_both_ways_tests_every_window_of_both_by_the_model_that_did_not_see_it(dataset, other_path):
+    other = ops_dataset.load(other_path)
+    ev = oc.evaluate(dataset, ["passive"], [10], ["knn", "gnb"], [1], test=other, both=True)
+    one = oc.evaluate(dataset, ["passive"], [10], ["knn", "gnb"], [1], test=other)
+    back = oc.evaluate(other, ["passive"], [10], ["knn", "gnb"], [1], test=dataset)
+    assert ev["settings"]["mode"] == oc.BOTH_WAYS and ev["settings"]["folds"] == 2
+    n_other, n_first = (len(ops_dataset.build_xy(d, "passive", 10)[1]) for d in (other, dataset))
+    assert n_other != n_first      # so a plain mean of the two directions would differ from the pooled one
+    for r, a, b in zip(ev["results"], one["results"], back["results"]):
+        assert r["n_windows"] == n_other + n_first
+        assert r["accuracy_folds"] == [a["accuracy_mean"], b["accuracy_mean"]]
+        pooled = (a["accuracy_mean"] * n_other + b["accuracy_mean"] * n_first) / (n_other + n_first)
+        assert r["accuracy_mean"] == pytest.approx(pooled)
+        assert r["decision_accuracy_mean"] == pytest.approx(
+            (a["decision_accuracy_mean"] * n_other + b["decision_accuracy_mean"] * n_first) / (n_other + n_first))
+    knn = next(d for d in ev["details"] if d["classifier"] == "knn")
+    assert int(np.sum(knn["confusion"])) == n_other + n_first
+    assert knn["accuracy"] == pytest.approx(ev["results"][0]["accuracy_mean"])
+
+
+def test_both_ways_without_a_test_recording_exits_2(dataset_path, capsys):
+    assert main(["ops", "evaluate", str(dataset_path), "--both-ways", "--classifiers", "gnb"]) == 2
+    assert "--both-ways" in capsys.readouterr().err
+
+
 def test_evaluate_test_option(dataset_path, other_path, capsys, tmp_path):
     rc = main(["ops", "evaluate", str(dataset_path), "--test", str(other_path), "--w", "10",
                "--classifiers", "gnb", "--json", "--out", str(tmp_path / "run")])

@@ -219,6 +219,14 @@ def test_held_out_tables_say_so(tmp_path, evaluation):
     assert "mean over the folds" not in html
 
 
+def test_both_ways_tables_and_setup_say_so(tmp_path, evaluation):
+    doc = json.loads(json.dumps(evaluation))
+    doc["settings"].update(mode="held-out both ways", folds=2, test_dataset={"name": "later", "minutes": {}})
+    html = _section(_run_dir(tmp_path, doc))
+    assert "<caption>Accuracy (%), on both recordings, each tested by a model trained on the other, ±" in html
+    assert "and the other way round" in html and "mean over the folds" not in html
+
+
 def test_paper_statements_are_marked_on_the_accuracy_plots(tmp_path, evaluation):
     html = _section(_run_dir(tmp_path, evaluation))
     drawn = [t for svg in _svgs(html) for t in _titles(svg)[1]]

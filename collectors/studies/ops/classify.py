@@ -19,6 +19,10 @@ precision/recall/F1 from the out-of-fold predictions of all folds together.
 Held-out evaluation (`test=`): trained on every window of one recording, tested on every window
 of another made under the same conditions. Cross-validation inside one recording cannot see how
 much a class's signature moves between recordings (docs/ops.md); this can. It is one "fold".
+Both ways (`both_ways=True`): then also trained on the other recording and tested on the first, the
+two directions' predictions pooled, so that every window of both is tested by a model that never saw
+its recording, and the standard error rests on all of them. The accuracy is the pooled one (the
+directions weighted by their windows); the two directions are the "folds".
 """
 from __future__ import annotations
 
@@ -38,6 +42,8 @@ from longhaul.collectors.studies.ops import dtw_knn
 from longhaul.core.documents import DocumentFormat
 
 CLASSIFIERS = ("knn", "mlp", "svm", "gnb")
+# settings["mode"]: how an evaluation tested its windows (the report words its figures by it)
+CROSS_VALIDATION, HELD_OUT, BOTH_WAYS = "cross-validation", "held-out", "held-out both ways"
 DEFAULT_KS = (1, 3, 5)
 DEFAULT_WS = tuple(range(5, 61, 5))
 DTW_WINDOW = 10
@@ -176,10 +182,22 @@ def held_out(X_train, y_train, X_test, y_test, spec_list: list[Spec], random_sta
     preds, secs, ok = fold_predictions(X, y, train, test, spec_list, random_state)
     out = {}
     for s in spec_list:
-        out[s] = {"folds": [float(np.mean(preds[s] == y_test))], "oof": preds[s], "seconds": secs[s],
-                  "not_converged": 0 if ok[s] else 1,
+        out[s] = {"folds": [float(np.mean(preds[s] == y_test))], "sizes": [len(y_test)], "oof": preds[s],
+                  "seconds": secs[s], "not_converged": 0 if ok[s] else 1,
                   "decision_folds": [_decision_accuracy(decision, preds[s], y_test)] if decision else []}
     return out
+
+
+def both_ways(X_a, y_a, X_b, y_b, spec_list: list[Spec], random_state: int = RANDOM_STATE,
+              decision: dict[str, str] | None = None) -> dict:
+    """held_out a -> b and b -> a, pooled: predictions in the order of y_b then y_a."""
+    one = held_out(X_a, y_a, X_b, y_b, spec_list, random_state, decision)
+    other = held_out(X_b, y_b, X_a, y_a, spec_list, random_state, decision)
+    return {s: {"folds": one[s]["folds"] + other[s]["folds"], "sizes": one[s]["sizes"] + other[s]["sizes"],
+                "oof": np.concatenate([one[s]["oof"], other[s]["oof"]]),
+                "seconds": one[s]["seconds"] + other[s]["seconds"],
+                "not_converged": one[s]["not_converged"] + other[s]["not_converged"],
+                "decision_folds": one[s]["decision_folds"] + other[s]["decision_folds"]} for s in spec_list}
 
 
 def detail(y_true, y_pred, labels: list[str]) -> dict:
@@ -201,9 +219,12 @@ def evaluate(dataset: ops_dataset.Dataset, probings: Iterable[str] | None = None
              ws: Iterable[int] = DEFAULT_WS, classifiers: Iterable[str] = CLASSIFIERS,
              ks: Iterable[int] = DEFAULT_KS, folds: int = 5, random_state: int = RANDOM_STATE,
              detail_ws: Iterable[int] = DETAIL_WS, progress: Callable[[str], None] | None = None,
-             test: ops_dataset.Dataset | None = None) -> dict:
+             test: ops_dataset.Dataset | None = None, both: bool = False) -> dict:
     """Accuracy per (probing, w, classifier[, k]): the evaluation.json object. Cross-validated
-    within `dataset`, or, with `test`, trained on `dataset` and tested on `test`."""
+    within `dataset`, or, with `test`, trained on `dataset` and tested on `test` (and, `both`,
+    the other way round too)."""
+    if both and test is None:
+        raise ValueError("both ways needs a test recording")
     t_start = time.perf_counter()
     spec_list = specs(classifiers, ks)
     probings = list(probings or dataset.probings())
@@ -219,7 +240,8 @@ def evaluate(dataset: ops_dataset.Dataset, probings: Iterable[str] | None = None
                 reason = _cannot_split(y, folds)
             else:
                 X_test, y_test = ops_dataset.build_xy(test, probing, w)
-                reason = _cannot_hold_out(y, y_test, spec_list)
+                reason = _cannot_hold_out(y, y_test, spec_list) or \
+                    (_cannot_hold_out(y_test, y, spec_list) if both else None)
             if reason:
                 skipped.append({"probing": probing, "w": w, "reason": reason})
                 continue
@@ -227,6 +249,9 @@ def evaluate(dataset: ops_dataset.Dataset, probings: Iterable[str] | None = None
                 progress(f"{probing} w={w}: {len(y)} windows" + (f", {len(y_test)} to test" if test else ""))
             if test is None:
                 cv = cross_validate(X, y, spec_list, folds, random_state, decision)
+            elif both:
+                cv = both_ways(X, y, X_test, y_test, spec_list, random_state, decision)
+                y = np.concatenate([y_test, y])
             else:
                 cv = held_out(X, y, X_test, y_test, spec_list, random_state, decision)
                 y = y_test      # what the details and window counts describe
@@ -236,8 +261,8 @@ def evaluate(dataset: ops_dataset.Dataset, probings: Iterable[str] | None = None
                 if w in detail_ws:
                     details.append({"classifier": s.classifier, "k": s.k, "w": w, "probing": probing,
                                     "label": s.label, **detail(y, cv[s]["oof"], present)})
-    held = {"mode": "held-out", "folds": 1, "test_dataset": dataset_info(test)} if test else \
-        {"mode": "cross-validation", "folds": folds, "shuffle": True}
+    held = {"mode": BOTH_WAYS if both else HELD_OUT, "folds": 2 if both else 1, "test_dataset": dataset_info(test)} \
+        if test else {"mode": CROSS_VALIDATION, "folds": folds, "shuffle": True}
     return {**EVALUATION.stamp(),
             "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "dataset": dataset_info(dataset),
@@ -273,10 +298,11 @@ def _cannot_split(y: np.ndarray, folds: int) -> str | None:
 
 def _result_entry(s: Spec, probing: str, w: int, n: int, cv: dict) -> dict:
     entry = {"classifier": s.classifier, "k": s.k, "w": w, "probing": probing, "label": s.label,
-             "accuracy_mean": float(np.mean(cv["folds"])), "accuracy_std": float(np.std(cv["folds"])),
+             "accuracy_mean": float(np.average(cv["folds"], weights=cv.get("sizes"))),
+             "accuracy_std": float(np.std(cv["folds"])),
              "accuracy_folds": cv["folds"], "n_windows": n, "seconds": round(cv["seconds"], 3)}
     if cv["decision_folds"]:
-        entry["decision_accuracy_mean"] = float(np.mean(cv["decision_folds"]))
+        entry["decision_accuracy_mean"] = float(np.average(cv["decision_folds"], weights=cv.get("sizes")))
         entry["decision_accuracy_folds"] = cv["decision_folds"]
     if s.classifier == "mlp":
         entry["not_converged"] = cv["not_converged"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -23,15 +24,21 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from longhaul.collectors.store.reader import StoredRun, load_json_object
-from longhaul.collectors.studies.ops.classify import EVALUATION, EVALUATION_FILE, standard_error
+from longhaul.collectors.studies.ops import fig29_view
+from longhaul.collectors.studies.ops.classify import (
+    BOTH_WAYS,
+    CROSS_VALIDATION,
+    EVALUATION,
+    EVALUATION_FILE,
+    HELD_OUT,
+    standard_error,
+)
 from longhaul.collectors.studies.ops.lab_runs import FIG29, FIG29_FILE
 from longhaul.collectors.studies.ops.paper import (
     PAPER_ACCURACY,
     PAPER_BEST,
     PAPER_CONFUSION,
-    PAPER_FIG29,
     PAPER_GAP,
-    SCHEMES,
 )
 from longhaul.core.documents import DocumentFormat, DocumentVersionError
 from longhaul.reports.fmt import DASH, fmt
@@ -60,7 +67,7 @@ class OpsSection:
         evaluation = _stamped(EVALUATION, evaluation, ev_path, notes)
         recognition = _recognition(evaluation) if evaluation is not None else None
         fig29 = _stamped(FIG29, load_json_object(f29_path, notes, required=False), f29_path, notes)
-        selection = _selection(fig29, notes) if fig29 is not None else None
+        selection = fig29_view.selection(fig29, notes) if fig29 is not None else None
         return {"recognition": recognition, "selection": selection, "notes": notes}
 
 
@@ -84,14 +91,33 @@ def _paths(store: StoredRun) -> tuple[Path, Path]:
 
 # ---- recognition (Figures 22-28) ---------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Tested:
+    """How an evaluation's mode is worded in its captions."""
+    accuracy: str       # "Mean accuracy" over folds, a pooled one otherwise
+    over: str           # what it is taken over
+    each: str           # what one box-plot point is
+    table: str          # the tables' accuracy
+    predictions: str    # what the confusion matrices count
+
+
+TESTED = {
+    CROSS_VALIDATION: Tested("Mean accuracy", "over the folds", "fold at every w", "mean over the folds",
+                             "out-of-fold predictions of all folds"),
+    HELD_OUT: Tested("Accuracy", "on the held-out recording", "w", "on the held-out recording",
+                     "predictions on the held-out recording"),
+    BOTH_WAYS: Tested("Accuracy", "on both recordings, each tested by a model trained on the other",
+                      "direction at every w", "on both recordings, each tested by a model trained on the other",
+                      "predictions on both recordings, each by a model trained on the other"),
+}
+
 def _recognition(ev: dict) -> dict:
     results = [r for r in ev.get("results") or [] if isinstance(r, dict)]
     settings, ds = ev.get("settings") or {}, ev.get("dataset") or {}
     probings = [p for p in ("passive", "active") if any(r.get("probing") == p for r in results)]
     labels = list(dict.fromkeys(str(r.get("label")) for r in results))
     colors = {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}
-    held = settings.get("mode") == "held-out"
-    over = "on the held-out recording" if held else "over the folds"
+    tested = TESTED.get(settings.get("mode"), TESTED[CROSS_VALIDATION])
     parts = []
     for probing in probings:
         rows = [r for r in results if r.get("probing") == probing]
@@ -99,23 +125,24 @@ def _recognition(ev: dict) -> dict:
                     and r.get("k") == 1] if probing == "active" else []
         figures = [
             figure(_accuracy_plot(rows, baseline, colors, probing),
-                   f"{'Accuracy' if held else 'Mean accuracy'} {over} per window length w ({probing} probing"
+                   f"{tested.accuracy} {tested.over} per window length w ({probing} probing"
                    f"{'; dashed: 1-NN with passive probing as the baseline' if baseline else ''}): "
                    f"Figure {'24a' if probing == 'active' else '22a'}, with what the paper's text says of it in red; "
                    "the windows each point rests on are in the tables' last row."),
             figure(_box_by_classifier(rows, colors, probing),
-                   f"Accuracy of every {'w' if held else 'fold at every w'}, per classifier ({probing} probing): "
+                   f"Accuracy of every {tested.each}, per classifier ({probing} probing): "
                    f"Figure {'24b' if probing == 'active' else '22b'}."),
-            figure(_box_by_w(rows, probing), f"k-NN (DTW) accuracy {over} per w ({probing} probing): Figure 25.")]
-        tables = [_accuracy_table(rows, probing, held),
-                  _accuracy_table(rows, probing, held, "decision_accuracy", caption=
+            figure(_box_by_w(rows, probing), f"k-NN (DTW) {tested.accuracy.lower()} {tested.over} "
+                                             f"per w ({probing} probing): Figure 25.")]
+        tables = [_accuracy_table(rows, probing, tested),
+                  _accuracy_table(rows, probing, tested, "decision_accuracy", caption=
                                   "Decision accuracy: windows whose predicted class leads to the same congestion "
                                   f"control as the true one ({_mapping_text(settings.get('decision'))})")]
         parts.append({"figures": [f for f in figures if f], "tables": [t for t in tables if t]})
     details = [d for d in ev.get("details") or [] if isinstance(d, dict) and d.get("w") == DETAIL_W]
     return {"setup": _setup(ds, settings), "probings": parts, "paper": _paper_rows(results),
             "confusion": figure(_confusion_grid(details), f"Confusion matrices of the k-NN (DTW) at w = {DETAIL_W}, "
-                                f"{'predictions on the held-out recording' if held else 'out-of-fold predictions of all folds'}"
+                                f"{tested.predictions}"
                                 f"{_windows_text(details)}: Figure 26; its 1-NN panels are Figures 27a (active) and 23a "
                                 f"and 28a (passive). {PAPER_CONFUSION}"),
             "metrics": _metrics(details)}
@@ -131,13 +158,14 @@ def _setup(ds: dict, settings: dict) -> dict:
     minutes = ds.get("minutes") or {}
     sources = ds.get("sources") or []
     made = f", merged from {len(sources)} recordings" if len(sources) > 1 else ""
-    test = settings.get("test_dataset") if settings.get("mode") == "held-out" else None
+    test = settings.get("test_dataset") if settings.get("mode") in (HELD_OUT, BOTH_WAYS) else None
     if "active" in minutes:
         made += ("; active bursts on the probe's clock (windows of whole cycles see the same phases)"
                  if ds.get("active_aligned") else "; active bursts back to back (their cycle drifts against the windows)")
     return {"name": ds.get("name", "?"), "length": _minutes_text(minutes) or "length unknown", "made": made,
             "classes": ", ".join(ds.get("classes") or []), "lab": _lab_text(ds.get("lab") or dict()),
-            "test": {"name": test.get("name", "?"), "minutes": _minutes_text(test.get("minutes") or {})}
+            "test": {"name": test.get("name", "?"), "minutes": _minutes_text(test.get("minutes") or {}),
+                     "both_ways": settings.get("mode") == BOTH_WAYS}
             if isinstance(test, dict) else None,
             "folds": settings.get("folds", "?"), "random_state": settings.get("random_state", "?"),
             "dtw_window": settings.get("dtw_window", "?"),
@@ -255,7 +283,7 @@ def _box_by_w(rows, probing) -> str | None:
         return to_svg(fig, f"ops-boxw-{probing}", title)
 
 
-def _accuracy_table(rows, probing, held: bool, key: str = "accuracy", caption: str = "Accuracy") -> dict | None:
+def _accuracy_table(rows, probing, tested: Tested, key: str = "accuracy", caption: str = "Accuracy") -> dict | None:
     """Per classifier (rows) and w (columns): the accuracy with its standard error over the windows
     tested, and a last row with how many windows that is (what each figure rests on)."""
     rows = [r for r in rows if f"{key}_mean" in r]
@@ -266,11 +294,10 @@ def _accuracy_table(rows, probing, held: bool, key: str = "accuracy", caption: s
     for label in dict.fromkeys(r.get("label") for r in rows):
         cells = {r["w"]: r for r in rows if r.get("label") == label}
         body.append({"label": label, "cells": [_with_error(cells[w], key) if w in cells else None for w in ws]})
-    tested = {r["w"]: r.get("n_windows") for r in rows}
+    counts = {r["w"]: r.get("n_windows") for r in rows}
     body.append({"label": "windows tested", "cells": [
-        {"mean": str(tested[w]), "std": None} if isinstance(tested.get(w), int) else None for w in ws]})
-    over = "on the held-out recording" if held else "mean over the folds"
-    return {"caption": f"{caption} (%), {over}, ± its binomial "
+        {"mean": str(counts[w]), "std": None} if isinstance(counts.get(w), int) else None for w in ws]})
+    return {"caption": f"{caption} (%), {tested.table}, ± its binomial "
                        f"standard error over the windows tested (a lower bound: neighbouring windows of a run are "
                        f"not independent), {probing} probing", "ws": ws, "rows": body}
 
@@ -361,73 +388,6 @@ def _metrics(details: list[dict]) -> dict | None:
             values += [fmt(m.get(key), 2) for key in ("precision", "recall", "f1")]
         rows.append({"name": c, "cells": values})
     return {"detail_w": DETAIL_W, "probings": [d["probing"] for d in chosen], "rows": rows}
-
-
-# ---- selection (Figure 29) ---------------------------------------------------------------------
-
-def _selection(data: dict, notes: list[str]) -> dict | None:
-    schemes = [s for s in data.get("schemes") or [] if isinstance(s, dict)]
-    if not schemes:
-        notes.append("fig29.json has no schemes")
-        return None
-    for s in schemes:  # the text's Jain values when the file leaves them out
-        if not isinstance(s.get("paper"), dict):
-            s["paper"] = {}
-        if s["paper"].get("jain") is None:
-            s["paper"]["jain"] = PAPER_FIG29.get((s.get("background"), s.get("scheme")), {}).get("jain")
-    rows = [{"background": s.get("background"), "scheme": s.get("scheme"),
-             "fg": fmt(s.get("fg_mbps"), 1), "bg": fmt(s.get("bg_mbps"), 1), "jain": fmt(s.get("jain"), 2),
-             "paper_jain": fmt(s["paper"].get("jain"), 2), "completion": fmt(s.get("completion_s"), 0),
-             "paper_fg": fmt(s["paper"].get("fg_mbps"), 1), "paper_bg": fmt(s["paper"].get("bg_mbps"), 1)}
-            for s in schemes]
-    return {"figure": figure(_fig29_plot(schemes), "Mean foreground (FG) and background (BG) throughput per "
-                             "background and scheme, with the Jain index of the two; diamonds mark the paper's "
-                             "throughputs where fig29.json gives them (the paper prints them only in the figure "
-                             "image)."),
-            "rows": rows, "cycles": _cycles(schemes)}
-
-
-def _cycles(schemes: list[dict]) -> list[dict]:
-    """Each scheme's probe-transfer cycles: what the probe saw, what OPS chose, what was used."""
-    rows = []
-    for s in schemes:
-        cycles = [d for d in s.get("decisions") or [] if isinstance(d, dict)]
-        if not cycles:
-            continue
-        steps = [{"cls": d.get("class") or "?", "probe_ms": fmt(d.get("probe_ms"), 0), "cca": d.get("cca"),
-                  "mbps": fmt(d.get("mbps"), 0)} for d in cycles]
-        right = s.get("ops_right")
-        rows.append({"background": s.get("background"), "scheme": s.get("scheme"), "cycles": len(cycles),
-                     "right": _pct(right) if _finite(right) else DASH, "steps": steps})
-    return rows
-
-
-def _fig29_plot(schemes: list[dict]) -> str | None:
-    title = "OPS: adaptive vs fixed foreground CCA (Figure 29)"
-    order = {name: i for i, name in enumerate(SCHEMES)}
-    schemes = sorted(schemes, key=lambda s: (str(s.get("background")) != "cubic", order.get(s.get("scheme"), 9)))
-    with new_figure(height=2.8, frame={"left": 0.085, "right": 0.80, "bottom": 0.25, "top": 0.88}) as (fig, ax):
-        seen: set[str] = set()
-        for x, s in enumerate(schemes):
-            for off, key, name, color in ((-0.2, "fg_mbps", "FG (ours)", PALETTE[0]), (0.2, "bg_mbps", "BG (ours)", PALETTE[1])):
-                if _finite(s.get(key)):
-                    ax.bar(x + off, s[key], 0.38, color=color, label=None if name in seen else name)
-                    seen.add(name)
-                ref = (s.get("paper") or {}).get(key)
-                if _finite(ref):
-                    ax.plot(x + off, ref, "D", color="black", ms=5, label=None if "paper" in seen else "paper")
-                    seen.add("paper")
-        if not seen:
-            return None
-        top = max([v for s in schemes for key in ("fg_mbps", "bg_mbps") for v in (s.get(key), (s.get("paper") or {}).get(key)) if _finite(v)], default=1)
-        for x, s in enumerate(schemes):  # the fairness of each scheme, ours and the paper's, above its bars
-            ax.text(x, top * 1.04, f"Jain {fmt(s.get('jain'), 2)}\n(paper {fmt((s.get('paper') or {}).get('jain'), 2)})",
-                    ha="center", va="bottom", fontsize=6.5)
-        ax.set_ylim(0, top * 1.3)
-        ax.set_xticks(range(len(schemes)), [f"BG {s.get('background')}\n{s.get('scheme')}" for s in schemes],
-                      fontsize=7)
-        decorate(ax, title, "background traffic and foreground scheme", "throughput (Mb/s)")
-        return to_svg(fig, "ops-fig29", title)
 
 
 # ---- figure helpers ----------------------------------------------------------------------------
