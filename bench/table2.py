@@ -54,7 +54,9 @@ TABLES = {
 
 
 def run(table: PaperTable, time_scale: float, work: Path | None, resume: Path | None) -> Path:
-    work = work or Path(tempfile.mkdtemp(prefix=f"lh-table{table.number}-"))
+    if work is None:        # kept: the report and docs/table{2,3}.md read a paper-scale run's trials again
+        (REPO / "runs").mkdir(exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f"bench-table{table.number}-", dir=REPO / "runs"))
     work.mkdir(parents=True, exist_ok=True)
     (work / "config.toml").write_text(
         f'[store]\ndir = "runs"\n[run]\nprofiles = ["{table.profile}"]\nprofile_dir = "{REPO / "profiles"}"\n'
@@ -217,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", type=int, choices=sorted(TABLES), default=2)
     ap.add_argument("--from", dest="run_dir", type=Path, help="a finished run of the table's profile")
     ap.add_argument("--resume", type=Path, help="finish this interrupted run of the table's profile, then write")
-    ap.add_argument("--work", type=Path, help="the run's folder (default: a new one under /tmp)")
+    ap.add_argument("--work", type=Path, help="the run's folder (default: a new one under runs/, which git ignores)")
     ap.add_argument("--time-scale", type=float, default=1.0)
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
