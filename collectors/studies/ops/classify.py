@@ -19,7 +19,7 @@ precision/recall/F1 from the out-of-fold predictions of all folds together.
 Held-out evaluation (`test=`): trained on every window of one recording, tested on every window
 of another made under the same conditions. Cross-validation inside one recording cannot see how
 much a class's signature moves between recordings (docs/ops.md); this can. It is one "fold".
-Both ways (`both_ways=True`): then also trained on the other recording and tested on the first, the
+Both ways (`both=True`): then also trained on the other recording and tested on the first, the
 two directions' predictions pooled, so that every window of both is tested by a model that never saw
 its recording, and the standard error rests on all of them. The accuracy is the pooled one (the
 directions weighted by their windows); the two directions are the "folds".
