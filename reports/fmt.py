@@ -18,6 +18,11 @@ def num(value) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def finite(value) -> bool:
+    """Whether the value is a finite number (num)."""
+    return num(value) is not None
+
+
 def mean(values) -> float | None:
     """The mean of the values that are finite numbers (num), or None where there are none (or no values)."""
     nums = [v for v in map(num, values or ()) if v is not None]

@@ -3,13 +3,9 @@ the paper's, and each adaptive scheme's probe-transfer cycles (what the probe sa
 from __future__ import annotations
 
 from longhaul.collectors.studies.ops.paper import PAPER_FIG29, SCHEMES
-from longhaul.reports.fmt import DASH, fmt, num
+from longhaul.reports.fmt import DASH, finite, fmt
 from longhaul.reports.plots import PALETTE, decorate, new_figure, to_svg
 from longhaul.reports.sections import figure
-
-
-def _finite(value) -> bool:
-    return num(value) is not None
 
 
 def selection(data: dict, notes: list[str]) -> dict | None:
@@ -45,7 +41,7 @@ def _cycles(schemes: list[dict]) -> list[dict]:
                   "mbps": fmt(d.get("mbps"), 0)} for d in cycles]
         right = s.get("ops_right")
         rows.append({"background": s.get("background"), "scheme": s.get("scheme"), "cycles": len(cycles),
-                     "right": fmt(100 * right, 1) if _finite(right) else DASH, "steps": steps})
+                     "right": fmt(100 * right, 1) if finite(right) else DASH, "steps": steps})
     return rows
 
 
@@ -57,16 +53,16 @@ def _fig29_plot(schemes: list[dict]) -> str | None:
         seen: set[str] = set()
         for x, s in enumerate(schemes):
             for off, key, name, color in ((-0.2, "fg_mbps", "FG (ours)", PALETTE[0]), (0.2, "bg_mbps", "BG (ours)", PALETTE[1])):
-                if _finite(s.get(key)):
+                if finite(s.get(key)):
                     ax.bar(x + off, s[key], 0.38, color=color, label=None if name in seen else name)
                     seen.add(name)
                 ref = (s.get("paper") or {}).get(key)
-                if _finite(ref):
+                if finite(ref):
                     ax.plot(x + off, ref, "D", color="black", ms=5, label=None if "paper" in seen else "paper")
                     seen.add("paper")
         if not seen:
             return None
-        top = max([v for s in schemes for key in ("fg_mbps", "bg_mbps") for v in (s.get(key), (s.get("paper") or {}).get(key)) if _finite(v)], default=1)
+        top = max([v for s in schemes for key in ("fg_mbps", "bg_mbps") for v in (s.get(key), (s.get("paper") or {}).get(key)) if finite(v)], default=1)
         for x, s in enumerate(schemes):  # the fairness of each scheme, ours and the paper's, above its bars
             ax.text(x, top * 1.04, f"Jain {fmt(s.get('jain'), 2)}\n(paper {fmt((s.get('paper') or {}).get('jain'), 2)})",
                     ha="center", va="bottom", fontsize=6.5)

@@ -13,7 +13,6 @@ reports.sections.Section; its template, ops.html.j2, lies beside this file.
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from longhaul.collectors.studies.ops.paper import (
     PAPER_GAP,
 )
 from longhaul.core.documents import DocumentFormat, DocumentVersionError
-from longhaul.reports.fmt import DASH, fmt
+from longhaul.reports.fmt import DASH, finite, fmt
 from longhaul.reports.plots import PALETTE, RC, WIDTH_IN, decorate, new_figure, to_svg
 from longhaul.reports.sections import figure
 
@@ -193,21 +192,17 @@ def _per_class(minutes: dict) -> str:
 def _lab_text(lab: dict) -> str:
     topology = lab.get("topology") if isinstance(lab.get("topology"), dict) else {}
     scaled = {**topology, **lab}  # the recorder nests rate and RTT under "topology"
-    if _finite(scaled.get("queue_bytes")):
+    if finite(scaled.get("queue_bytes")):
         scaled["queue_mb"] = scaled["queue_bytes"] / 1e6
     keys = (("bottleneck_rate_mbps", " Mb/s"), ("rtt_ms", " ms RTT"), ("queue_mb", " MB queue"))
-    text = ", ".join(f"{scaled[k]:g}{unit}" for k, unit in keys if _finite(scaled.get(k)))
+    text = ", ".join(f"{scaled[k]:g}{unit}" for k, unit in keys if finite(scaled.get(k)))
     return " ".join(x for x in (str(lab.get("name", "")), f"({text})" if text else "") if x) or "not recorded"
 
 
 def _series(rows: list[dict], label: str) -> tuple[list[int], list[float]]:
     pts = sorted((r["w"], r["accuracy_mean"]) for r in rows if r.get("label") == label
-                 and _finite(r.get("accuracy_mean")) and isinstance(r.get("w"), int))
+                 and finite(r.get("accuracy_mean")) and isinstance(r.get("w"), int))
     return [w for w, _ in pts], [100 * a for _, a in pts]
-
-
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _accuracy_plot(rows, baseline, colors, probing) -> str | None:
@@ -241,7 +236,7 @@ def _paper_marks(ax, probing: str) -> None:
 def _box_by_classifier(rows, colors, probing) -> str | None:
     labels = list(dict.fromkeys(r.get("label") for r in rows))
     data = [[100 * a for r in rows if r.get("label") == label for a in r.get("accuracy_folds") or []
-             if _finite(a)] for label in labels]
+             if finite(a)] for label in labels]
     if not any(data):
         return None
     title = f"OPS: accuracy per classifier over folds and w: {probing} probing"
@@ -269,7 +264,7 @@ def _box_by_w(rows, probing) -> str | None:
             color = PALETTE[j % len(PALETTE)]
             for i, w in enumerate(ws):
                 folds = [100 * a for r in knn if r.get("k") == k and r.get("w") == w
-                         for a in r.get("accuracy_folds") or [] if _finite(a)]
+                         for a in r.get("accuracy_folds") or [] if finite(a)]
                 if folds:
                     b = ax.boxplot([folds], positions=[i + (j - (len(ks) - 1) / 2) * width], widths=width * 0.85,
                                    patch_artist=True, manage_ticks=False)
@@ -304,18 +299,18 @@ def _accuracy_table(rows, probing, tested: Tested, key: str = "accuracy", captio
 
 def _with_error(row: dict, key: str) -> dict:
     mean, n = row.get(f"{key}_mean"), row.get("n_windows")
-    error = standard_error(mean, n) if _finite(mean) and isinstance(n, int) and n > 0 else None
+    error = standard_error(mean, n) if finite(mean) and isinstance(n, int) and n > 0 else None
     return {"mean": _pct(mean), "std": _pct(error) if error is not None else None}
 
 
 def _best(rows) -> dict | None:
-    rows = [r for r in rows if _finite(r.get("accuracy_mean"))]
+    rows = [r for r in rows if finite(r.get("accuracy_mean"))]
     return max(rows, key=lambda r: r["accuracy_mean"]) if rows else None
 
 
 def _one_nn(results, probing: str, w: int) -> float | None:
     return next((r["accuracy_mean"] for r in results if r.get("probing") == probing and r.get("classifier") == "knn"
-                 and r.get("k") == 1 and r.get("w") == w and _finite(r.get("accuracy_mean"))), None)
+                 and r.get("k") == 1 and r.get("w") == w and finite(r.get("accuracy_mean"))), None)
 
 
 def _paper_rows(results: list[dict]) -> list[tuple[str, str, str]]:
@@ -333,7 +328,7 @@ def _paper_rows(results: list[dict]) -> list[tuple[str, str, str]]:
 
 
 def _pct(value) -> str:
-    return f"{100 * value:.1f}" if _finite(value) else "–"
+    return f"{100 * value:.1f}" if finite(value) else "–"
 
 
 def _confusion_grid(details: list[dict]) -> str | None:
