@@ -3,8 +3,9 @@
 Every page is rendered on the server from the run store through the store's reader and the
 report's own row builders (reports/rows.py), so a number reads the same here and in report.html.
 Nothing outside the store directory is served: run and cell names are one path segment each,
-resolved under the store (index.run_dir). The only state change is stopping a run, which needs an
-operator, a CSRF token and the console's own origin.
+resolved under the store (index.run_dir). Only the host names it was started for are answered
+(hosts.py); a state change (start, stop, the lab's check) needs an operator, a CSRF token and a
+page of the console's own origin.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from starlette.staticfiles import StaticFiles
 from longhaul.appliance.console import index, lab, live, plans, starts, suites
 from longhaul.appliance.console.auth import Csrf, User, Users, authenticate
 from longhaul.appliance.console.derived import FETCH_WAIT_S, INLINE_WAIT_S, Derived
+from longhaul.appliance.console.hosts import AllowedHosts, HostGuard
 from longhaul.collectors.store.format import StoreError
 from longhaul.collectors.studies.registry import SECTIONS
 from longhaul.reports import plots, render, rows
@@ -52,6 +54,7 @@ class ConsoleSettings:
     config: Path | None = None        # the lab's config.toml: the lab page's `longhaul check`, what runs start
     start_logs: Path | None = None    # where the output of runs started here is kept (default: a temporary folder)
     plans: Path | None = None         # the facility plans' folder (`longhaul plan` writes plans/NAME-TIME)
+    hosts: AllowedHosts = AllowedHosts.of("127.0.0.1")   # the names it answers to (hosts.py)
 
 
 def create_app(settings: ConsoleSettings, csrf: Csrf | None = None) -> Starlette:
@@ -80,7 +83,8 @@ def create_app(settings: ConsoleSettings, csrf: Csrf | None = None) -> Starlette
         Route("/lab/check", console.lab_check, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    middleware = [Middleware(BaseHTTPMiddleware, dispatch=console.guard)]
+    middleware = [Middleware(HostGuard, allowed=settings.hosts),      # first: before any route or login
+                  Middleware(BaseHTTPMiddleware, dispatch=console.guard)]
     return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: console.error},
                      lifespan=console.lifespan)
 
@@ -314,18 +318,13 @@ class _Console:
         if not user.operator:
             raise HTTPException(403, "this needs the operator role")
         form = await request.form()
-        if not self.csrf.valid(user, str(form.get("csrf", ""))) or not _same_origin(request):
+        origin = request.headers.get("origin") or request.headers.get("referer") or ""
+        if not self.csrf.valid(user, str(form.get("csrf", ""))) or \
+                not self.settings.hosts.same_origin(origin, request.headers.get("host", "")):
             raise HTTPException(403, "the request did not come from this console's page (CSRF check)")
 
     def _is_live(self, run_dir: Path) -> bool:
         return Path(run_dir).resolve() in index.live_run_dirs()
-
-
-def _same_origin(request: Request) -> bool:
-    """A browser sends Origin (or at least Referer) with a form POST; either must be this host."""
-    origin = request.headers.get("origin") or request.headers.get("referer") or ""
-    host = request.headers.get("host", "")
-    return bool(host) and origin.split("://", 1)[-1].split("/", 1)[0] == host
 
 
 def _run_context(store) -> dict:

@@ -32,7 +32,7 @@ def store(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def client(store) -> TestClient:
-    return TestClient(create_app(ConsoleSettings(store)))
+    return TestClient(create_app(ConsoleSettings(store)), base_url="http://localhost")
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ def test_without_a_users_file_the_local_user_operates(client):
 
 
 def test_with_a_users_file_requests_need_credentials(store, users_file):
-    c = TestClient(create_app(ConsoleSettings(store, Users.load(users_file))))
+    c = TestClient(create_app(ConsoleSettings(store, Users.load(users_file))), base_url="http://localhost")
     assert c.get("/runs").status_code == 401 and "Basic" in c.get("/runs").headers["www-authenticate"]
     assert c.get("/runs", headers=basic("vera", "wrong")).status_code == 401
     assert c.get("/runs", headers=basic("nobody", "vera-pass")).status_code == 401
@@ -164,8 +164,8 @@ def a_live_run(store, tmp_path, monkeypatch):
 
 def test_a_viewer_cannot_stop_and_an_operator_needs_the_page_s_token_and_origin(store, users_file, a_live_run):
     csrf = Csrf(b"k" * 32)
-    c = TestClient(create_app(ConsoleSettings(store, Users.load(users_file)), csrf), base_url="http://console.test")
-    url, origin = "/runs/20240611-101500-a1b2c3/stop", {"Origin": "http://console.test"}
+    c = TestClient(create_app(ConsoleSettings(store, Users.load(users_file)), csrf), base_url="http://localhost")
+    url, origin = "/runs/20240611-101500-a1b2c3/stop", {"Origin": "http://localhost"}
     viewer, operator = basic("vera", "vera-pass"), basic("otto", "otto-pass")
     live_page = c.get("/runs/20240611-101500-a1b2c3/live", headers=viewer).text
     assert 'id="stop"' not in live_page and 'id="stop"' in c.get("/runs/20240611-101500-a1b2c3/live", headers=operator).text
@@ -187,10 +187,10 @@ def test_a_viewer_cannot_stop_and_an_operator_needs_the_page_s_token_and_origin(
 def test_stopping_a_run_that_is_not_running_is_a_conflict(store, monkeypatch, tmp_path):
     monkeypatch.setattr(run_marker, "STATE_DIR", tmp_path / "markers")
     csrf = Csrf(b"z" * 32)
-    c = TestClient(create_app(ConsoleSettings(store), csrf))
+    c = TestClient(create_app(ConsoleSettings(store), csrf), base_url="http://localhost")
     assert 'id="stop"' not in c.get("/runs/20240611-101500-a1b2c3/live").text   # no form where nothing runs
     r = c.post("/runs/20240611-101500-a1b2c3/stop", data={"csrf": csrf.token(User("local", "operator"))},
-               headers={"Origin": "http://testserver"})
+               headers={"Origin": "http://localhost"})
     assert r.status_code == 409 and "not running" in r.text
 
 
@@ -273,7 +273,7 @@ def test_a_regression_suite_s_run_is_found_by_its_suite(store, tmp_path):
 
     sh.copytree(store / COMPLETE, tmp_path / COMPLETE)
     as_suite_run(tmp_path / COMPLETE)
-    c = TestClient(create_app(ConsoleSettings(tmp_path)))
+    c = TestClient(create_app(ConsoleSettings(tmp_path)), base_url="http://localhost")
     assert COMPLETE in c.get("/runs?suite=table2").text and COMPLETE not in c.get("/runs?suite=other").text
 
 
@@ -289,7 +289,7 @@ def test_the_suites_page_shows_each_suite_s_verdict_history_and_schedule(store, 
             doc.update(run_id=run, **({"started": f"2024-06-11T1{k}:00:00Z"} if name == "manifest.json" else {}))
             (tmp_path / run / name).write_text(json.dumps(doc))
         as_suite_run(tmp_path / run)
-    html = TestClient(create_app(ConsoleSettings(tmp_path))).get("/suites").text
+    html = TestClient(create_app(ConsoleSettings(tmp_path)), base_url="http://localhost").get("/suites").text
     assert 'id="suite-table2"' in html and "2 complete" in html
     assert "too few repeats" in html or "no regression" in html       # what `longhaul compare` says of them
     assert "No change point in its history." in html
@@ -302,9 +302,9 @@ def test_the_lab_page_runs_longhaul_check_for_an_operator_only(store, users_file
     config = write_lab_config(tmp_path, "[topology]\npairs = 1\n[[flows]]\nname = \"fg\"\nrole = \"foreground\"\n"
                                         "cca = \"cubic\"\nduration_s = 5\n", "one")
     csrf = Csrf(b"c" * 32)
-    c = TestClient(create_app(ConsoleSettings(store, Users.load(users_file), config), csrf), base_url="http://console.test")
+    c = TestClient(create_app(ConsoleSettings(store, Users.load(users_file), config), csrf), base_url="http://localhost")
     viewer, operator = basic("vera", "vera-pass"), basic("otto", "otto-pass")
-    origin = {"Origin": "http://console.test"}
+    origin = {"Origin": "http://localhost"}
     assert 'id="check"' not in c.get("/lab", headers=viewer).text and "Not checked" in c.get("/lab", headers=viewer).text
     assert c.post("/lab/check", data={"csrf": csrf.token(User("vera", "viewer"))}, headers={**viewer, **origin}).status_code == 403
     assert c.post("/lab/check", data={}, headers={**operator, **origin}).status_code == 403

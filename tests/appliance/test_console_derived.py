@@ -87,11 +87,11 @@ def _fetch(client: TestClient, url: str, timeout_s: float = 60) -> str:
 def test_a_slow_run_page_comes_at_once_and_fetches_its_sections(sweep, monkeypatch):
     settings, run = ConsoleSettings(sweep.parent), sweep.name
     monkeypatch.setattr(console_app, "INLINE_WAIT_S", 60.0)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         whole = client.get(f"/runs/{run}").text                 # a small run: sections in place
         assert "data-fragment" not in whole and 'class="study"' in whole
     monkeypatch.setattr(console_app, "INLINE_WAIT_S", 0.0)     # as a 630-cell run's page does
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         page = client.get(f"/runs/{run}").text
         assert f'data-fragment="/runs/{run}/sections"' in page and 'id="results"' in page
         assert 'class="study"' not in page
@@ -106,7 +106,7 @@ def test_a_slow_comparison_is_fetched_and_computed_again_when_a_store_moves(stor
     calls = []
     real = console_app._comparison
     monkeypatch.setattr(console_app, "_comparison", lambda a, b: calls.append(1) or real(a, b))
-    with TestClient(create_app(ConsoleSettings(store))) as client:
+    with TestClient(create_app(ConsoleSettings(store)), base_url="http://localhost") as client:
         page = client.get(f"/compare?a={RUN}&b={RUN}").text
         assert "data-fragment=\"/compare/result?a=" in page
         url = f"/compare/result?a={RUN}&b={RUN}"
@@ -153,7 +153,7 @@ def test_the_suites_history_is_computed_once_per_state_of_the_store_and_the_sche
     real_views, real_schedule = suites.suite_views, suites.schedule_of
     monkeypatch.setattr(suites, "suite_views", lambda root: histories.append(1) or real_views(root))
     monkeypatch.setattr(suites, "schedule_of", lambda name: schedules.append(name) or real_schedule(name))
-    with TestClient(create_app(ConsoleSettings(store))) as client:
+    with TestClient(create_app(ConsoleSettings(store)), base_url="http://localhost") as client:
         client.get("/suites")
         client.get("/suites")
         assert len(histories) == 1

@@ -49,7 +49,7 @@ def test_the_start_page_offers_each_profile_and_says_which_do_not_load(store, la
     assert offered["one"].cells == 1 and not offered["one"].suite and not offered["one"].problem
     assert offered["nightly"].suite
     assert "pairs" in offered["broken"].problem
-    html = TestClient(create_app(ConsoleSettings(store, config=lab))).get("/start").text
+    html = TestClient(create_app(ConsoleSettings(store, config=lab)), base_url="http://localhost").get("/start").text
     assert '<option value="one">' in html and '<option value="broken">' not in html
     assert "does not load" in html
 
@@ -60,8 +60,8 @@ def test_starting_needs_an_operator_a_token_and_a_known_profile(store, lab, tmp_
                      f'[users.otto]\nrole = "operator"\npassword = "{hash_password("o")}"\n')
     csrf = Csrf(b"s" * 32)
     c = TestClient(create_app(ConsoleSettings(store, Users.load(users), lab, tmp_path / "logs"), csrf),
-                   base_url="http://console.test")
-    origin = {"Origin": "http://console.test"}
+                   base_url="http://localhost")
+    origin = {"Origin": "http://localhost"}
     viewer, operator = _basic("vera", "v"), _basic("otto", "o")
     token = csrf.token(User("otto", "operator"))
     assert 'id="start-form"' not in c.get("/start", headers=viewer).text
@@ -95,13 +95,13 @@ def test_a_start_is_a_process_of_the_console_s_own_with_its_output_kept(store, l
         return [sys.executable, "-c", "import sys; print('profiles/one.toml:3: [topology] pairs: refused'); sys.exit(2)"]
 
     monkeypatch.setattr(starts_mod.Starts, "argv", refused)
-    with TestClient(create_app(ConsoleSettings(store, config=lab, start_logs=tmp_path / "logs"))) as c:
-        r = c.post("/start", data={"csrf": "", "kind": "suite", "name": "nightly"}, headers={"Origin": "http://testserver"},
+    with TestClient(create_app(ConsoleSettings(store, config=lab, start_logs=tmp_path / "logs")), base_url="http://localhost") as c:
+        r = c.post("/start", data={"csrf": "", "kind": "suite", "name": "nightly"}, headers={"Origin": "http://localhost"},
                    follow_redirects=False)
         assert r.status_code == 403                                 # the local operator needs the token too
         token = c.get("/start").text.split('name="csrf" value="')[1].split('"')[0]
         r = c.post("/start", data={"csrf": token, "kind": "suite", "name": "nightly"},
-                   headers={"Origin": "http://testserver"}, follow_redirects=False)
+                   headers={"Origin": "http://localhost"}, follow_redirects=False)
         assert r.status_code == 303 and r.headers["location"] == "/start#start-1"
         page = c.get("/start").text
     assert "ended (exit 2)" in page and "pairs: refused" in page
@@ -157,7 +157,7 @@ def test_the_planning_page_lists_plans_and_shows_each_as_its_report(store, tmp_p
     assert main(["plan", "--synthetic", "1", "--out", str(plans / "day-1"), "--format", "html"]) == 0
     (plans / "odd").mkdir()
     (plans / "odd" / "plan.json").write_text(json.dumps({"format": "longhaul-plan", "version": 9}))
-    c = TestClient(create_app(ConsoleSettings(store, plans=plans)))
+    c = TestClient(create_app(ConsoleSettings(store, plans=plans)), base_url="http://localhost")
     listing = c.get("/plans").text
     assert '<a href="/plans/day-1">day-1</a>' in listing and "does not read" in listing
     assert "transfers slow by" in listing                           # the plan's headline
@@ -168,3 +168,26 @@ def test_the_planning_page_lists_plans_and_shows_each_as_its_report(store, tmp_p
     assert odd.status_code == 422 and "version 9" in odd.text
     for bad in ("/plans/%2e%2e", "/plans/%2e%2e%2fetc", "/plans/nothing", "/plans/.hidden"):
         assert c.get(bad).status_code == 404, bad
+
+
+def test_a_profile_named_with_shell_metacharacters_is_started_as_one_argument_by_no_shell(
+        store, lab, tmp_path, monkeypatch, no_live_run):
+    name = "x;touch PWNED;$(touch PWNED2)`touch PWNED3`|cat&"
+    (lab.parent / "profiles" / f"{name}.toml").write_text(PROFILE)
+    seen, recorder = tmp_path / "argv.json", tmp_path / "recorder.py"
+    # stands for the interpreter: records the argv it was given and exits as a refused config does
+    recorder.write_text("import json, sys\nopen(sys.argv[1], 'w').write(json.dumps(sys.argv[2:]))\nsys.exit(2)\n")
+    real = starts_mod.Starts.argv
+    monkeypatch.setattr(starts_mod.Starts, "argv",
+                        lambda self, kind, n: [sys.executable, str(recorder), str(seen), *real(self, kind, n)[1:]])
+    monkeypatch.chdir(tmp_path)
+    csrf = Csrf(b"m" * 32)
+    with TestClient(create_app(ConsoleSettings(store, config=lab, start_logs=tmp_path / "logs"), csrf),
+                    base_url="http://localhost") as c:
+        assert 'value="x;touch PWNED;$(touch PWNED2)`touch PWNED3`|cat&amp;"' in c.get("/start").text
+        r = c.post("/start", data={"csrf": csrf.token(User("local", "operator")), "kind": "profile", "name": name},
+                   headers={"Origin": "http://localhost"}, follow_redirects=False)
+        assert r.status_code == 303                     # started, and ended at once (the recorder's exit 2)
+    argv = json.loads(seen.read_text())
+    assert argv[argv.index("--profile") + 1] == name and argv[:2] == ["-m", "longhaul.appliance.cli"]
+    assert not any((where / p).exists() for where in (tmp_path, lab.parent) for p in ("PWNED", "PWNED2", "PWNED3"))

@@ -9,13 +9,17 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
-from browser_support import MISSING, chromium, drawn, served
+from browser_support import MISSING, assert_drawn_is, chromium, served
 from console_fixtures import COMPLETE, PARTIAL, as_suite_run, console_store, set_statuses
 
+from longhaul.appliance.console.auth import LOCAL_USER, Csrf, User
 from longhaul.collectors.store.reader import load_store, load_trial_series
 from longhaul.hardware import run_marker
 from longhaul.hardware.executors.process import wait_until
@@ -108,9 +112,8 @@ def test_the_live_page_follows_the_store_and_ends_with_what_it_holds(console, br
     text = lambda id_: browser.find_element("id", id_).text
     wait_until(lambda: text("series-of") == "cell table2-002 / trial 1", 10, 0.1, what="the first trial on the page")
     assert text("state") == "running" and text("done") == "2" and text("total") == "4" and text("cell") == "table2-002"
-    first = drawn(browser)
     stored = load_trial_series(store / LIVE / "cells" / "table2-002" / "trial-1")
-    assert first == {flow: len(t) for flow, (t, _) in stored.throughput.items()}
+    assert_drawn_is(browser, stored.throughput, stored.rtt)
     # the run stores its second trial: the page shows it within 2 s, without a reload
     shutil.copytree(store / PARTIAL / "cells" / "table2-002" / "trial-2", store / LIVE / "cells" / "table2-002" / "trial-2")
     t0 = time.monotonic()
@@ -129,7 +132,7 @@ def test_the_live_page_follows_the_store_and_ends_with_what_it_holds(console, br
     wait_until(lambda: text("link") == "the run has ended", 10, 0.1, what="the end of the stream")
     second = load_trial_series(store / LIVE / "cells" / "table2-002" / "trial-2")
     assert text("state") == "complete" and text("done") == "4" and text("series-of") == "cell table2-002 / trial 2"
-    assert drawn(browser) == {flow: len(t) for flow, (t, _) in second.throughput.items()}
+    assert_drawn_is(browser, second.throughput, second.rtt)
 
 
 def test_a_slow_run_fetches_its_sections_and_the_planning_and_start_pages_open(browser, tmp_path, monkeypatch):
@@ -163,3 +166,66 @@ def test_a_slow_run_fetches_its_sections_and_the_planning_and_start_pages_open(b
         browser.find_element("id", "check").click()             # `longhaul check` of the config, on request
         wait_until(lambda: browser.find_elements("id", "check-status"), 120, 0.2, what="the lab's check")
         assert "valid; 1 profile(s)" in _open(browser, browser.current_url, "lab")
+
+
+@contextmanager
+def hostile_site(page: str):
+    """Another web site the operator's browser opens: an HTTP server on 127.0.0.2 (another origin than
+    the console's 127.0.0.1) serving one page."""
+    body = page.encode()
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.2", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.2:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_page_of_another_site_can_neither_change_nor_read_the_console(store, markers, tmp_path):
+    """Two attacks from the operator's own browser. A page of another origin posts the stop form, even
+    with a valid CSRF token: refused by its Origin, the run untouched. A page whose name resolves to
+    the console's address (DNS rebinding; chromium's --host-resolver-rules maps it) reads nothing."""
+    state, _ = markers
+    # stands for a live run; its own SIGINT handler, as the runner's (a background job's child inherits it ignored)
+    run = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
+                            "signal.signal(signal.SIGINT, signal.default_int_handler)\ntime.sleep(600)"])
+    (state / "lh-attacked.json").write_text(json.dumps({"pid": run.pid, "run_dir": str(store / AGAIN)}))
+    csrf = Csrf(b"h" * 32)
+    token = csrf.token(User(LOCAL_USER, "operator"))
+    try:
+        with served(store, csrf) as url, chromium("--host-resolver-rules=MAP attacker.test 127.0.0.1") as browser:
+            form = (f'<form id="f" method="post" action="{url}/runs/{AGAIN}/stop"><input name="csrf" value="{token}">'
+                    '</form><script>document.getElementById("f").submit()</script>')
+            with hostile_site(form) as site:
+                browser.get(site)
+                wait_until(lambda: browser.current_url.startswith(url), 20, 0.1, what="the form's post")
+                wait_until(lambda: "CSRF check" in browser.page_source, 10, 0.1, what="the console's answer")
+            assert run.poll() is None                              # not stopped
+            port = url.rsplit(":", 1)[1]
+            browser.get(f"http://attacker.test:{port}/runs")
+            wait_until(lambda: "does not answer to that host name" in browser.page_source, 10, 0.1,
+                       what="the console's refusal of a rebound name")
+            assert AGAIN not in browser.page_source and COMPLETE not in browser.page_source
+            browser.get(f"http://localhost:{port}/runs/{AGAIN}/live")   # the console's own page still may
+            wait_until(lambda: browser.find_elements("id", "stop"), 10, 0.1, what="the stop button")
+            browser.find_element("id", "stop").click()
+            wait_until(lambda: run.poll() is not None, 10, 0.1, what="the run to get SIGINT")
+    finally:
+        if run.poll() is None:
+            run.kill()
+        run.wait()
+        (state / "lh-attacked.json").unlink()

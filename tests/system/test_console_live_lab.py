@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from browser_support import MISSING, chromium, drawn, served
+from browser_support import MISSING, assert_drawn_is, chromium, drawn, served
 from lab_support import PATIENT_VERIFY, our_namespaces, requires_lab, write_lab_config
 
 from longhaul.collectors.store.format import LIVE_CSV
@@ -63,7 +63,7 @@ def watch(runs, url: str, browser, run: subprocess.Popen) -> None:
     wait_until(lambda: "running" in text("series-of"), 15, 0.1, what="the trial under way on the page")
     counts = []
     for _ in range(6):                                  # watched for 5 s: a point more each second
-        counts.append(drawn(browser).get("fg", 0))
+        counts.append(len(drawn(browser).get("fg", [])))
         time.sleep(1.0)
     assert counts == sorted(counts) and counts[-1] - counts[0] >= 4, counts
     assert run.wait(300) == 0, run.stderr.read()[-2000:]
@@ -71,7 +71,7 @@ def watch(runs, url: str, browser, run: subprocess.Popen) -> None:
     (cell,) = load_store(runs / run_id).entries
     stored = load_trial_series(runs / run_id / "cells" / cell.id / "trial-1")
     assert text("series-of") == f"cell {cell.id} / trial 1"
-    assert drawn(browser) == {flow: len(t) for flow, (t, _) in stored.throughput.items()}
+    assert_drawn_is(browser, stored.throughput, stored.rtt)
     assert not list(runs.glob(f"*/cells/*/trial-*/{LIVE_CSV}"))
 
 

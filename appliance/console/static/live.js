@@ -26,6 +26,9 @@
     const v1 = Math.max(...all.map((p) => p[1]), 1e-9) * 1.1;
     const x = (t) => pad.l + (t - t0) / (t1 - t0) * (w - pad.l - pad.r);
     const y = (v) => h - pad.b - v / v1 * (h - pad.t - pad.b);
+    // the axes as data: what a pixel stands for (a reader of the figure, the browser test, inverts them)
+    svg.setAttribute("data-domain", [t0, t1, 0, v1].join(" "));
+    svg.setAttribute("data-range", [x(t0), x(t1), y(0), y(v1)].join(" "));
     svg.appendChild(el("line", { x1: pad.l, y1: h - pad.b, x2: w - pad.r, y2: h - pad.b, class: "axis" }));
     svg.appendChild(el("line", { x1: pad.l, y1: pad.t, x2: pad.l, y2: h - pad.b, class: "axis" }));
     svg.appendChild(el("text", { x: 4, y: pad.t + 10 }, v1.toPrecision(3) + " " + unit));
