@@ -9,8 +9,26 @@ tests/servers/ what builds the servers the tests run (InfluxDB 2)."""
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
 
+import ci_summary
 import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI=true a lab or VM test that skips fails, unless marked `hardware` (ci_summary)."""
+    outcome = yield
+    ci_summary.fail_hidden_skip(outcome.get_result())
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Each pass's counts and skips, for .ci/run's closing summary (LONGHAUL_TEST_RESULTS=DIR)."""
+    folder = os.environ.get(ci_summary.RESULTS_ENV)
+    if folder and not hasattr(config, "workerinput"):           # the xdist controller, or a plain run
+        name = (config.getoption("markexpr") or "all").replace(" ", "-")
+        ci_summary.write_pass(terminalreporter.stats, Path(folder), name)
 
 
 @pytest.fixture(autouse=True)
