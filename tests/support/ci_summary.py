@@ -1,5 +1,6 @@
 """What a green CI proves: a lab or VM test that skips under CI=true fails the run, unless it is
-marked `hardware` (hardware that cannot exist on this machine: a TRex box, a 10G NIC), and each
+marked `hardware` (hardware that cannot exist on this machine: a TRex box, a 10G NIC) or is an
+opt-in test (`opt_in(VAR, why)`: too long for CI's budget, run when VAR=1 asks), and each
 pytest pass writes what it counted so that `.ci/run` ends with one summary of both passes:
 passed, failed, and every skip by its reason, the absent hardware by name.
 
@@ -13,10 +14,20 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import pytest
+
 RESULTS_ENV = "LONGHAUL_TEST_RESULTS"     # the folder each pass writes its counts into
 ABSENT = "hardware"                        # the marker of a test whose hardware cannot be here
 HIDDEN = ("under CI a lab or VM test may skip only for absent hardware (a test marked `hardware`); "
           "this one skipped, so what it proves did not run: ")
+
+
+OPT_IN = "opt-in, not asked for: "           # the reason's prefix, written by opt_in alone
+
+
+def opt_in(variable: str, why: str):
+    """A skip mark for a test that runs only when `variable`=1; CI lists it by name, not as hidden."""
+    return pytest.mark.skipif(os.environ.get(variable) != "1", reason=f"{OPT_IN}{variable}=1 runs it ({why})")
 
 
 def in_ci() -> bool:
@@ -33,7 +44,8 @@ def skip_reason(report) -> str:
 def hides_a_lab_test(report) -> bool:
     """A skipped lab test (not an expected failure) under CI, whose hardware could be here."""
     return (in_ci() and report.skipped and not hasattr(report, "wasxfail")
-            and "lab" in report.keywords and ABSENT not in report.keywords)
+            and "lab" in report.keywords and ABSENT not in report.keywords
+            and not skip_reason(report).startswith(OPT_IN))
 
 
 def fail_hidden_skip(report) -> None:
@@ -60,12 +72,17 @@ def summary(folder: Path) -> list[str]:
     total: Counter = Counter()
     lines = []
     by_reason: dict[str, list[str]] = defaultdict(list)
-    hardware = []
+    hardware, asked = [], []
     for one in passes:
         total.update({k: one[k] for k in ("passed", "failed", "skipped")})
         lines.append(f"  pass {one['pass']}: {one['passed']} passed, {one['failed']} failed, {one['skipped']} skipped")
         for skip in one["skips"]:
-            (hardware if skip["hardware"] else by_reason[skip["reason"]]).append(skip["test"])
+            if skip["hardware"]:
+                hardware.append(skip["test"])
+            elif skip["reason"].startswith(OPT_IN):
+                asked.append(f"{skip['test']}: {skip['reason'].removeprefix(OPT_IN)}")
+            else:
+                by_reason[skip["reason"]].append(skip["test"])
     if not passes:
         lines.append("  no pytest pass wrote its counts (set-up or lint failed before the tests)")
     if by_reason:
@@ -78,6 +95,9 @@ def summary(folder: Path) -> list[str]:
     if hardware:
         lines.append("  skipped for hardware that cannot be here (marked `hardware`):")
         lines.extend(f"           {t}" for t in hardware)
+    if asked:
+        lines.append("  opt-in tests not asked for this time:")
+        lines.extend(f"           {t}" for t in asked)
     return ["CI summary", *lines,
             f"summary: {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped"]
 

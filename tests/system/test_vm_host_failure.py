@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ci_summary import opt_in
 from lab_support import TCG_VERIFY, our_namespaces, write_lab_config
 
 from longhaul.core.paths import REPO
@@ -26,8 +27,7 @@ from longhaul.hardware.run_marker import STATE_DIR
 
 IMAGE = REPO / "build" / "image"
 pytestmark = [pytest.mark.lab,
-              pytest.mark.skipif(os.environ.get("LONGHAUL_VM_FAULT_TESTS") != "1",
-                                 reason="boots three VM fleets (~15 min under TCG): LONGHAUL_VM_FAULT_TESTS=1 runs it"),
+              opt_in("LONGHAUL_VM_FAULT_TESTS", "boots three VM fleets, ~15 min under TCG"),
               pytest.mark.skipif(not (IMAGE / "filesystem.squashfs").is_file(), reason="no image (make image)")]
 
 PROFILE = """
