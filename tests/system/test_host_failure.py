@@ -1,5 +1,7 @@
 """A lab host lost mid-trial, on the real SSH lab of namespace "hosts" (tests/system/test_hosts_lab.py):
-the sender is cut from every network while its flow runs. The trial fails within a bounded time
+the sender is cut from every network while its flow runs, or frozen (SIGSTOP of every process in
+its namespace, its sshd included: a paused VM, as far as the network can tell; its kernel still
+answers TCP). The trial fails within a bounded time
 naming the host, the run stops ([run] on_host_failure's default), every other host is restored as
 found, and once the sender is back `longhaul run --resume` finishes the run."""
 
@@ -28,11 +30,22 @@ def _links(lab: RealLab, host: str, state: str) -> None:
             subprocess.run(["ip", "-n", lab.ns[host], "route", "replace", dest, "via", via], check=True)
 
 
+def _freeze(lab: RealLab, host: str, state: str) -> None:
+    """Every process of the host stopped (SIGSTOP) or continued (SIGCONT)."""
+    pids = subprocess.run(["ip", "netns", "pids", lab.ns[host]], capture_output=True, text=True).stdout.split()
+    assert pids, f"no process in {host}'s namespace"
+    subprocess.run(["kill", "-STOP" if state == "down" else "-CONT", *pids], check=True)
+
+
+FAULTS = {"cut": _links, "frozen": _freeze}     # fault(lab, host, "down" | "up")
+
+
 def _others(state: dict, lost: str) -> dict:
     return {k: v for k, v in state.items() if k.split(":")[0] != lost}
 
 
-def test_a_sender_cut_off_mid_trial_is_named_the_rest_restored_and_resume_finishes(real_lab, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_sender_lost_mid_trial_is_named_the_rest_restored_and_resume_finishes(real_lab, tmp_path, fault):  # noqa: F811
     config = real_lab.config(tmp_path, PROFILE.replace("duration_s = 5", "duration_s = 40"))
     config.write_text(config.read_text().replace("attempts = 6", "enabled = false\nattempts = 6"))
     before = host_state(real_lab.ns)
@@ -43,13 +56,13 @@ def test_a_sender_cut_off_mid_trial_is_named_the_rest_restored_and_resume_finish
                    120, interval=0.2, what="the trial's flow")
         time.sleep(3.0)                                  # the flow is well under way
         cut = time.monotonic()
-        _links(real_lab, "S1", "down")                   # powered off, as far as anyone can tell
+        FAULTS[fault](real_lab, "S1", "down")            # powered off or paused, as far as anyone can tell
         out, err = proc.communicate(timeout=180)
         took = time.monotonic() - cut
     finally:
         if proc.poll() is None:
             proc.kill()
-        _links(real_lab, "S1", "up")
+        FAULTS[fault](real_lab, "S1", "up")
     print(err[-3000:], file=sys.stderr)
     assert proc.returncode == 1, err[-3000:]
     assert took < 45, took            # lost within 2 x (5 + 8) s, the rest torn down: not the flow's 40 s
