@@ -50,11 +50,10 @@ def split_host(value: str) -> HostPort | None:
     if not value or any(c in value for c in "/@?# \t\\"):
         return None
     if value.startswith("["):                       # [v6] or [v6]:port
-        end = value.find("]")
-        rest = value[end + 1:] if end > 0 else "?"
-        if rest and not rest.startswith(":"):
+        name, bracket, rest = value[1:].partition("]")
+        if not bracket or rest and not rest.startswith(":"):
             return None
-        name, port_text = value[1:end], rest[1:]
+        port_text = rest[1:]
     else:
         name, sep, port_text = value.rpartition(":")
         if not sep:

@@ -67,14 +67,20 @@ def chromium(*extra_args: str):
         scratch.cleanup()
 
 
+def _axes(browser, figure: str) -> tuple[list[float], list[float]]:
+    """A live page figure's axes as its svg states them: (t0 t1 v0 v1), (x0 x1 y0 y1)."""
+    svg = browser.find_element("id", figure)
+    return ([float(v) for v in svg.get_attribute("data-domain").split()],
+            [float(v) for v in svg.get_attribute("data-range").split()])
+
+
 def drawn(browser, figure: str = "throughput") -> dict[str, list[tuple[float, float]]]:
     """A live page figure's lines as drawn: per line, its points read back from the polyline's
     pixels through the figure's own axes (the svg's data-domain and data-range)."""
-    svg = browser.find_element("id", figure)
-    t0, t1, v0, v1 = map(float, svg.get_attribute("data-domain").split())
-    x0, x1, y0, y1 = map(float, svg.get_attribute("data-range").split())
+    (t0, t1, v0, v1), (x0, x1, y0, y1) = _axes(browser, figure)
     lines = browser.execute_script(
-        "return [...arguments[0].querySelectorAll('polyline')].map(p => [p.dataset.flow, p.getAttribute('points')])", svg)
+        "return [...document.getElementById(arguments[0]).querySelectorAll('polyline')]"
+        ".map(p => [p.dataset.flow, p.getAttribute('points')])", figure)
     out = {}
     for name, points in lines:
         pairs = [tuple(map(float, p.split(","))) for p in points.split()]
@@ -84,9 +90,7 @@ def drawn(browser, figure: str = "throughput") -> dict[str, list[tuple[float, fl
 
 def pixel(browser, figure: str = "throughput") -> tuple[float, float]:
     """What a tenth of a pixel (the precision of a drawn point) is worth on each axis of a figure."""
-    svg = browser.find_element("id", figure)
-    t0, t1, v0, v1 = map(float, svg.get_attribute("data-domain").split())
-    x0, x1, y0, y1 = map(float, svg.get_attribute("data-range").split())
+    (t0, t1, v0, v1), (x0, x1, y0, y1) = _axes(browser, figure)
     return 0.06 * abs((t1 - t0) / (x1 - x0)), 0.06 * abs((v1 - v0) / (y1 - y0))
 
 
