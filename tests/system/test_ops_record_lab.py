@@ -118,14 +118,23 @@ def test_record_passive_and_active(recorded):
         assert max(per_flow_second.values()) == 1, per_flow_second.most_common(3)
 
     # ... and so the probe's own bursts show in phase: with no background, the seconds of the
-    # bursts carry queueing delay and the second half of the pause is back at the path's RTT
+    # bursts carry queueing delay and the second half of the pause is back at the path's RTT.
+    # A round is 10 pings in 10 ms of its second, so it catches the queue's sawtooth at any height,
+    # and BBR drains the queue its start-up filled (its last seconds read the base RTT: 40.1 ms in a
+    # CI run whose burst seconds averaged 48.1): each cycle's bursts peak well above the pause, and
+    # their mean sits above it by a few milliseconds of a 40 ms queue.
     run = runs["active-none"]
-    phase = np.floor(run.t_s + ops_dataset.ROUND_SLACK).astype(int) % CYCLE_S
-    burst = run.rtt_ms[(phase >= 1) & (phase <= 6)]
-    quiet = run.rtt_ms[phase >= 9]
-    print(f"active-none: burst seconds {burst.mean():.1f} ms, late pause {quiet.mean():.1f} ms")
+    second = np.floor(run.t_s + ops_dataset.ROUND_SLACK).astype(int)
+    phase, cycle = second % CYCLE_S, second // CYCLE_S
+    in_burst = (phase >= 1) & (phase <= 6)
+    burst, quiet = run.rtt_ms[in_burst], run.rtt_ms[phase >= 9]
+    windows = [run.rtt_ms[in_burst & (cycle == c)] for c in np.unique(cycle[in_burst])]
+    peaks = [float(w.max()) for w in windows if len(w) >= 5]      # whole windows, few rounds lost
+    print(f"active-none: burst seconds {burst.mean():.1f} ms (peaks {peaks}), "
+          f"late pause {quiet.mean():.1f} ms")
     assert quiet.mean() <= means["passive-none"] + 4
-    assert burst.mean() >= quiet.mean() + 8
+    assert len(peaks) >= 2 and min(peaks) >= quiet.mean() + 12, peaks
+    assert burst.mean() >= quiet.mean() + 4
 
 
 def _trials(run_dir: Path) -> dict[str, Path]:
