@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from longhaul.hardware.executors.process import ProcessTable, end_pids, start_ticks
+from longhaul.hardware.executors.process import ProcessTable, alive, end_pids, start_ticks
 
 STATE_DIR = Path("/run/longhaul")
 
@@ -50,16 +50,6 @@ def marked(tag: str, run_dir: Path, procs: ProcessTable):
         yield
     finally:
         unregister(tag, procs)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def owner_alive(tag: str) -> bool:

@@ -8,6 +8,7 @@ from longhaul.hardware.backends.base import Backend
 from longhaul.hardware.backends.netns.backend import NetnsBackend
 from longhaul.hardware.backends.qemu.backend import QemuBackend
 from longhaul.hardware.backends.ssh.backend import SshBackend
+from longhaul.hardware.executors import ssh_masters
 from longhaul.hardware.netboot import service as netboot_service
 
 BACKENDS: dict[str, Backend] = {
@@ -26,6 +27,7 @@ def leftovers(remove: bool) -> list[str]:
         run_marker.end_stale_processes()
     for backend in BACKENDS.values():
         found += backend.leftovers(remove)
+    found += ssh_masters.leftovers(remove)  # a dead controller's shared connections (ssh and qemu)
     found += bpf_ccas.leftovers(remove)     # registered in this machine's kernel, whatever the backend
     found += netboot_service.leftovers(remove)
     if remove:

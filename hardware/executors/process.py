@@ -77,6 +77,17 @@ class Process:
         return self.stderr_path.read_text(errors="replace") if self.stderr_path and self.stderr_path.exists() else ""
 
 
+def alive(pid: int) -> bool:
+    """A process of that pid exists (anyone's: see start_ticks for whether it is still ours)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def start_ticks(pid: int) -> int | None:
     """When a process started (clock ticks since boot, /proc/<pid>/stat field 22): with its pid,
     what names one process for good, since a pid is reused once its process is gone."""

@@ -45,9 +45,14 @@ import threading
 import time
 from pathlib import Path
 
+from longhaul.hardware.executors.process import alive
+
 log = logging.getLogger(__name__)
 
 IDLE_S = 60
+DIR_PARENT = Path("/tmp")
+DIR_PREFIX = "lh-ssh-"
+_OWNED_DIR = re.compile(rf"^{DIR_PREFIX}(?P<pid>\d+)-")
 MAX_SESSIONS = 6            # under sshd's default MaxSessions (10), with room for an operator's own
 LONG_LIVED_SESSIONS = 8     # a connection of their own: under MaxSessions, and never waited for
 _MASTER_PID = re.compile(r"Master running \(pid=(\d+)\)")
@@ -66,8 +71,9 @@ class Masters:
         with self._lock:
             if self._dir is None:
                 # short (a unix socket path has 108 bytes, ssh needs 17 more for its temporary
-                # name) and private: whoever can open the socket can run commands on the host
-                self._dir = Path(tempfile.mkdtemp(prefix="lh-ssh-", dir="/tmp"))
+                # name) and private: whoever can open the socket can run commands on the host;
+                # named for this process, so that `longhaul clean` knows a dead controller's
+                self._dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=str(DIR_PARENT)))
             digest = hashlib.sha256("\0".join(identity).encode()).hexdigest()[:16]
             return str(self._dir / digest)
 
@@ -126,6 +132,25 @@ def _is_master(pid: int, path: str) -> bool:
         return path.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+def leftovers(remove: bool) -> list[str]:
+    """The masters of controllers that died without close_all() (a run killed with SIGKILL): each
+    keeps its sessions on the hosts open until IDLE_S after the last, so `longhaul clean` ends
+    them, and their directories, when asked."""
+    found = []
+    for directory in sorted(DIR_PARENT.glob(f"{DIR_PREFIX}*")):
+        owner = _OWNED_DIR.match(directory.name)
+        if owner is None or alive(int(owner["pid"])):
+            continue
+        sockets = [p for p in directory.iterdir() if p.is_socket()] if directory.is_dir() else []
+        found += [f"ssh connection {p} of controller {owner['pid']}" for p in sockets]
+        if remove:
+            problems = [p for path in sockets if (p := _close(str(path), ["ssh", "-S", str(path), "lh"], 5.0))]
+            found += [f"could not end: {p}" for p in problems]
+            if not problems:
+                shutil.rmtree(directory, ignore_errors=True)
+    return found
 
 
 MASTERS = Masters()

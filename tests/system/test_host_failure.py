@@ -87,3 +87,56 @@ def test_a_sender_lost_mid_trial_is_named_the_rest_restored_and_resume_finishes(
     assert summary["status"] == "complete" and [t["status"] for t in summary["cells"][0]["trials"]] == ["ok"]
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["host_tuning"][-1]["restored"] is True
+
+
+def test_on_host_failure_continue_finishes_the_other_cells_and_clean_restores_the_lost_host(real_lab, tmp_path):  # noqa: F811
+    """[run] on_host_failure = "continue": the lost sender's cell is marked, the run goes on to the
+    next cell once the sender is back, and the lost host, whose teardown could not reach it, is put
+    back by `longhaul clean` from the run's undo journal (hardware/backends/ssh/undo.py)."""
+    profile = PROFILE.replace("duration_s = 5", "duration_s = 12").replace("rtt_ms = 20", "rtt_ms = [20, 30]")
+    config = real_lab.config(tmp_path, profile)
+    config.write_text(config.read_text().replace("attempts = 6", "enabled = false\nattempts = 6")
+                      .replace('profiles = ["hl"]', 'profiles = ["hl"]\non_host_failure = "continue"'))
+    before = host_state(real_lab.ns)
+    proc = subprocess.Popen(real_lab.argv(config), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+    def first_cell() -> list[dict]:
+        found = list((tmp_path / "runs").glob("*/summary.json"))
+        cells = json.loads(found[0].read_text())["cells"] if found else []
+        return cells[0]["trials"] if cells and cells[0].get("status") == "failed" else []
+    try:
+        wait_until(lambda: bool(list((tmp_path / "runs").glob("*/cells/*/trial-1/raw/tcpinfo-S1.jsonl"))),
+                   120, interval=0.2, what="the first cell's flow")
+        _links(real_lab, "S1", "down")
+        try:
+            wait_until(lambda: bool(first_cell()), 60, interval=0.2, what="the first cell marked failed")
+        finally:
+            _links(real_lab, "S1", "up")
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(err[-3000:], file=sys.stderr)
+    assert proc.returncode == 1, err[-3000:]                       # a failed cell: the run is not complete
+    assert "S1 (S1) lost in trial 1" in err and "the run goes on" in err, err[-2000:]
+    (run_dir,) = (p.parent for p in (tmp_path / "runs").glob("*/manifest.json"))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    lost, other = summary["cells"]
+    assert lost["status"] == "failed" and lost["trials"][0]["lost_hosts"] == ["S1"], lost
+    assert other["status"] == "complete" and [t["status"] for t in other["trials"]] == ["ok"], other
+    records = json.loads((run_dir / "manifest.json").read_text())["host_tuning"]
+    assert [r["restored"] for r in records] == [False, True], records
+
+    # the sender came back as the first lab left it; `longhaul clean` puts it back as found
+    cleaned = subprocess.run(["ip", "netns", "exec", real_lab.controller, sys.executable, "-m",
+                              "longhaul.appliance.cli", "clean"], capture_output=True, text=True, timeout=180)
+    assert cleaned.returncode == 0 and "S1 (S1): restore sysctls" in cleaned.stdout, cleaned.stdout + cleaned.stderr
+    real_lab.assert_as_found(before)
+
+    resumed = subprocess.run([*real_lab.argv(config)[:-2], "--resume", str(run_dir)], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [c["status"] for c in summary["cells"]] == ["complete", "complete"]
+    real_lab.assert_as_found(before)

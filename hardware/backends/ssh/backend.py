@@ -12,10 +12,12 @@ from longhaul.core.model import Strict
 from longhaul.hardware import run_marker
 from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
 from longhaul.hardware.backends.ssh import lab as hosts_lab
+from longhaul.hardware.backends.ssh import undo as undo_journal
 from longhaul.hardware.backends.ssh.bpf_holds import BpfHolds, bpf_names
 from longhaul.hardware.backends.ssh.check import check_inventory, wants
 from longhaul.hardware.backends.ssh.inventory import Inventory, inventory_path, load_inventory
 from longhaul.hardware.backends.ssh.preflight import HostsFeatures, preflight
+from longhaul.hardware.backends.ssh.undo import UndoJournal
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.executors.process import ProcessTable
 from longhaul.hardware.executors.ssh_masters import MASTERS
@@ -37,12 +39,13 @@ class SshSession:
     runs_tools_here = False          # the programs are checked on the hosts by the preflight
 
     def __init__(self, inventory: Inventory, features: HostsFeatures, procs, backend: str, compensate_path: bool = True,
-                 ccas: tuple[str, ...] = ()):
+                 ccas: tuple[str, ...] = (), undo: UndoJournal | None = None):
         """ccas: the congestion controls the run's cells name; the BPF ones, and the BPF versions of
         those a sender lacks where cells allow it (features.stand_ins), are held on the end hosts
         (bpf_holds.py)"""
         self.inventory, self.features, self._procs, self._backend = inventory, features, procs, backend
         self._compensate_path = compensate_path
+        self._undo = undo
         stand_ins = features.stand_ins
         self.bpf = BpfHolds(bpf_names(ccas) + tuple(stand_ins.values()))
         # the preflight checked the hosts for every cca (None); with stand-ins, what runs instead of
@@ -57,7 +60,7 @@ class SshSession:
         if generator is not None and generator.name in self.features.hosts:   # checked: the run needs it
             names[GENERATOR] = generator.name
         lab = hosts_lab.HostsLab(self.inventory, topo, names, spec.link, self.features, self._procs, cleanup,
-                                 workdir, backend=self._backend, compensate_path=self._compensate_path)
+                                 workdir, backend=self._backend, compensate_path=self._compensate_path, undo=self._undo)
         ends = {names[h.name]: lab.executor(h.name) for h in topo.hosts if h.role in ("sender", "receiver")}
         self.bpf.ensure(ends, Path(workdir))
         if self.bpf.names:
@@ -73,16 +76,16 @@ def _say_restored(record: dict) -> None:
 
 
 def open_session(inventory_path: Path, needs: LabNeeds, procs: ProcessTable, backend: str,
-                 compensate_path: bool = True) -> SshSession:
+                 compensate_path: bool = True, undo: UndoJournal | None = None) -> SshSession:
     """Preflight the machines this run uses (longhaul check --inventory's checks and the facts the
-    plans need); PreflightError names every failed check. compensate_path: as HostsLab's."""
+    plans need); PreflightError names every failed check. compensate_path, undo: as HostsLab's."""
     inventory = load_inventory(inventory_path)
     try:
         features = preflight(inventory, inventory_path, needs.pairs, wants(needs), generator=needs.generator)
     except RuntimeError as exc:
         raise PreflightError(f"preflight failed: {exc}") from None
     features.backend = backend           # the manifest says which backend drove these hosts
-    return SshSession(inventory, features, procs, backend, compensate_path, tuple(needs.ccas))
+    return SshSession(inventory, features, procs, backend, compensate_path, tuple(needs.ccas), undo)
 
 
 class SshBackend:
@@ -117,12 +120,15 @@ class SshBackend:
         return Readiness(True, congestion_controls=session.congestion_controls)
 
     def leftovers(self, remove: bool) -> list[str]:
-        return []       # its ssh clients are the run's journal's; ending one ends its remote group
+        # its ssh clients are the run's process journal's (ending one ends its remote group); what
+        # it changed on the hosts is its undo journal's
+        return undo_journal.leftovers(remove)
 
     @contextmanager
     def session(self, configured: SshConfigured, needs: LabNeeds, ctx: RunContext):
         with run_marker.marked(ctx.tag, ctx.run_dir, ctx.procs):
-            session = open_session(configured.inventory_path, needs, ctx.procs, self.name)
+            session = open_session(configured.inventory_path, needs, ctx.procs, self.name,
+                                   undo=UndoJournal(ctx.tag, configured.inventory_path))
             try:
                 yield session
             finally:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from longhaul.hardware.backends.base import LinkSettings, Step, bottleneck_shapes, same_path
 from longhaul.hardware.backends.ssh.preflight import AVAILABLE_CCAS, HostsFeatures
+from longhaul.hardware.backends.ssh.undo import UndoJournal
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
 from longhaul.hardware.executors.process import ProcessTable, wait_until
@@ -135,12 +136,14 @@ def _one_line(value: str) -> str:
 class HostsLab:
     def __init__(self, inventory, topo: Dumbbell, names: dict[str, str], settings: LinkSettings,
                  features: HostsFeatures, procs: ProcessTable, cleanup: CleanupStack, workdir: Path, via=None,
-                 backend: str = "ssh", compensate_path: bool = True):
-        """compensate_path: take the path's own floor off the delay the routers add; an emulated
+                 backend: str = "ssh", compensate_path: bool = True, undo: UndoJournal | None = None):
+        """undo: where each change's undo is written before the change (undo.py), for `longhaul
+        clean` after a run that ran no teardown. compensate_path: take the path's own floor off the delay the routers add; an emulated
         path has none to take (VMs under TCG: its least RTT read 2.0-3.1 ms when a lab was built and
         1.25 ms later, so a 20 ms path carried echoes at 18.1 ms); its RTT is then the configured
         one plus what the emulated hops take, never less."""
         self.compensate_path = compensate_path
+        self.undo = undo
         self.inventory, self.topo, self.names = inventory, topo, names
         self.settings, self.features = settings, features
         self.procs, self.cleanup, self.workdir = procs, cleanup, Path(workdir)
@@ -233,6 +236,10 @@ class HostsLab:
             futures = {k: pool.submit(fn, *args) for k, (fn, args) in jobs.items()}
             return {k: f.result() for k, f in futures.items()}
 
+    def _journal(self, host: str, what: str, argvs: list[list[str]]) -> None:
+        if self.undo is not None:
+            self.undo.add(self.topo.tag, host, self.names[host], what, argvs)
+
     def _restore(self, host: str, before: dict[str, str]) -> None:
         for argv in write_sysctls(self.routers, host, before):
             self.executor(host).run(argv)
@@ -265,6 +272,8 @@ class HostsLab:
         if problems:
             self.record["not_restored"] = problems
             raise RuntimeError("hosts not as found: " + "; ".join(problems))
+        if self.undo is not None:
+            self.undo.done(self.topo.tag)
 
     # -- build -------------------------------------------------------------------------------
 
@@ -278,6 +287,7 @@ class HostsLab:
         self.cleanup.push("read back host state", self._read_back)      # runs last
         for host, values in self.sysctls.items():
             self.record["hosts"][host]["sysctl"] = {"before": before[host], "applied": values}
+            self._journal(host, "restore sysctls", write_sysctls(self.routers, host, before[host]))
             self.cleanup.push(f"restore sysctls on {host}", lambda h=host, v=before[host]: self._restore(h, v))
         self._set_offloads(before)
         for port in (link.a, link.b):
@@ -355,6 +365,7 @@ class HostsLab:
         for shape, host in bottleneck_shapes(self.topo, shaped):
             router = self.routers[host]
             self.record["hosts"][host]["qdisc"]["applied"] = router.shaping(shape, self.netem.get(host, False))
+            self._journal(host, f"undo the shaping of {shape.ifname}", router.unshaping(shape))
             self._shaping_undo.push(f"undo the shaping on {host} {shape.ifname}",
                                     lambda h=host, r=router, s=shape: [self.executor(h).run(argv, check=False)
                                                                        for argv in r.unshaping(s)])
@@ -386,6 +397,7 @@ class HostsLab:
         for port in self._offload_ports():
             was = before[f"{port.host}:offloads:{port.ifname}"]
             self.record["hosts"][port.host].setdefault("offloads", {})[port.ifname] = {"before": was, "applied": wanted}
+            self._journal(port.host, f"restore the offloads of {port.ifname}", [offload_argv(port.ifname, was)])
             self.cleanup.push(f"restore offloads on {port.host} {port.ifname}",
                               lambda p=port, w=was: self.executor(p.host).run(offload_argv(p.ifname, w), check=False))
             apply_offloads(self.executor(port.host), port.ifname, wanted)
@@ -403,6 +415,7 @@ class HostsLab:
                 continue
             executor = self.executor(host)
             ready = f"/tmp/longhaul-delayline-{self.topo.tag}-{host}.ready"    # on the router
+            self._journal(host, f"remove {ready}", [["rm", "-f", ready]])
             executor.run(["rm", "-f", ready])
             proc = executor.start(delayline.command(queue, shape.delay_ms, ready_file=ready), label=f"delayline-{host}",
                                   stdout=self.workdir / f"delayline-{host}.json",
@@ -418,5 +431,6 @@ class HostsLab:
                 raise RuntimeError(f"delay line on {host} exited: {proc.read_stderr().strip()}")
             setup, teardown = delayline.iptables_rules(shape.ifname, queue)
             for argv, undo in zip(setup, teardown):
+                self._journal(host, "delete a delay-line rule", [undo])
                 executor.run(argv)
                 self._shaping_undo.push(f"delete delay-line rule on {host}", lambda e=executor, u=undo: e.run(u, check=False))
