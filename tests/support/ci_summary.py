@@ -2,7 +2,8 @@
 marked `hardware` (hardware that cannot exist on this machine: a TRex box, a 10G NIC) or is an
 opt-in test (`opt_in(VAR, why)`: too long for CI's budget, run when VAR=1 asks), and each
 pytest pass writes what it counted so that `.ci/run` ends with one summary of both passes:
-passed, failed, and every skip by its reason, the absent hardware by name.
+passed, failed, every skip by its reason, the absent hardware by name, and each VM test that
+ran and passed by name.
 
     python tests/support/ci_summary.py RESULTS_DIR      (what .ci/run prints last)
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 
 RESULTS_ENV = "LONGHAUL_TEST_RESULTS"     # the folder each pass writes its counts into
 ABSENT = "hardware"                        # the marker of a test whose hardware cannot be here
+VM = "vm"                                  # the marker of a test that boots VMs: named when it passed
 HIDDEN = ("under CI a lab or VM test may skip only for absent hardware (a test marked `hardware`) or "
           "as an opt-in test (opt_in); this one skipped, so what it proves did not run: ")
 OPT_IN = "opt-in, not asked for: "           # the reason's prefix, written by opt_in alone
@@ -61,8 +63,11 @@ def write_pass(stats: dict, folder: Path, name: str) -> None:
     ids = lambda *keys: {r.nodeid for k in keys for r in stats.get(k, []) if hasattr(r, "nodeid")}
     counts = {"passed": len(ids("passed")), "failed": len(ids("failed", "error")),
               "skipped": len(skips), "xfailed": len(stats.get("xfailed", []))}
+    vms = sorted(r.nodeid for r in stats.get("passed", []) if hasattr(r, "nodeid") and VM in r.keywords
+                 and getattr(r, "when", "call") == "call")
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.json").write_text(json.dumps({"pass": name, **counts, "skips": skips}, indent=1))
+    (folder / f"{name}.json").write_text(json.dumps({"pass": name, **counts, "skips": skips, "vm_passed": vms},
+                                                    indent=1))
 
 
 def summary(folder: Path) -> list[str]:
@@ -70,9 +75,10 @@ def summary(folder: Path) -> list[str]:
     total: Counter = Counter()
     lines = []
     by_reason: dict[str, list[str]] = defaultdict(list)
-    hardware, asked = [], []
+    hardware, asked, vms = [], [], []
     for one in passes:
         total.update({k: one[k] for k in ("passed", "failed", "skipped")})
+        vms += one.get("vm_passed", [])
         lines.append(f"  pass {one['pass']}: {one['passed']} passed, {one['failed']} failed, {one['skipped']} skipped")
         for skip in one["skips"]:
             if skip["hardware"]:
@@ -90,6 +96,9 @@ def summary(folder: Path) -> list[str]:
             lines.extend(f"           {t}" for t in tests[:5])
             if len(tests) > 5:
                 lines.append(f"           ... and {len(tests) - 5} more")
+    # a green CI shows its VM tests ran: each one that passed, by name
+    lines.append(f"  VM tests that ran and passed: {len(vms)}")
+    lines.extend(f"           {t}" for t in vms)
     if hardware:
         lines.append("  skipped for hardware that cannot be here (marked `hardware`):")
         lines.extend(f"           {t}" for t in hardware)

@@ -29,7 +29,7 @@ from longhaul.collectors.store.influx.targets import V1Target
 REPO = Path(__file__).resolve().parents[2]
 
 IMAGE = REPO / "build" / "image"
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.vm]
 
 
 def _image_missing() -> str | None:

@@ -23,7 +23,7 @@ from longhaul.hardware.backends.qemu.firmware import FIRMWARE
 from longhaul.hardware.executors.process import ProcessTable
 
 IMAGE = REPO / "build" / "image"
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.vm]
 
 
 def _skip(firmware: str) -> None:

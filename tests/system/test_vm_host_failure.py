@@ -1,10 +1,11 @@
-"""Lab hosts that fail mid-trial, on VMs: a sender powered off (its qemu killed: a power cut), then, in
+"""Lab hosts that fail mid-trial, on VMs (and the controller killed mid-trial, then `longhaul
+clean`): a sender powered off (its qemu killed: a power cut), then, in
 the resumed run, a router's management link cut. Each time the trial fails within a bounded time
 naming the host, the run stops ([run] on_host_failure's default) with every other host restored as
 found, and `longhaul run --resume` goes on, on a fleet of its own (a qemu lab's hosts are back when
 it boots them again), until the run is complete.
 
-Three fleets boot (about 4 minutes each under TCG here), so CI, whose budget the suite's own VM
+Four fleets boot (about 4 minutes each under TCG here), so CI, whose budget the suite's own VM
 fleets already fill, runs this only with LONGHAUL_VM_FAULT_TESTS=1; the same failure on the SSH
 hosts lab runs every time (tests/system/test_host_failure.py)."""
 from __future__ import annotations
@@ -22,12 +23,13 @@ from ci_summary import opt_in
 from lab_support import TCG_VERIFY, our_namespaces, write_lab_config
 
 from longhaul.core.paths import REPO
-from longhaul.hardware.executors.process import wait_until
-from longhaul.hardware.run_marker import STATE_DIR
+from longhaul.hardware.executors.process import start_ticks, wait_until
+from longhaul.hardware.run_marker import STATE_DIR, live_markers
+from longhaul.hardware.tcp_mem import TCP_MEM
 
 IMAGE = REPO / "build" / "image"
-pytestmark = [pytest.mark.lab,
-              opt_in("LONGHAUL_VM_FAULT_TESTS", "boots three VM fleets, ~15 min under TCG"),
+pytestmark = [pytest.mark.lab, pytest.mark.vm,
+              opt_in("LONGHAUL_VM_FAULT_TESTS", "boots four VM fleets, ~20 min under TCG"),
               pytest.mark.skipif(not (IMAGE / "filesystem.squashfs").is_file(), reason="no image (make image)")]
 
 PROFILE = """
@@ -137,3 +139,38 @@ def test_a_sender_powered_off_and_a_router_cut_off_are_named_and_resume_finishes
     assert json.loads((run_dir / "manifest.json").read_text())["host_tuning"][-1]["restored"] is True
     assert not (run_dir / "runs").exists()              # a resumed run makes no store inside its run
     assert not [n for n in our_namespaces() if n.startswith("lh-q")]
+
+
+def test_the_controller_killed_mid_trial_then_clean_leaves_no_vm_namespace_or_process(tmp_path):
+    """SIGKILL of the run itself (no teardown runs) while the VMs carry a flow: `longhaul clean`
+    ends every process of its journal (the qemus, their ssh clients and shared connections) and
+    removes the fleet's namespace; this machine's TCP memory is as found."""
+    config = write_lab_config(tmp_path, PROFILE, "vm-kill", verify=TCG_VERIFY)
+    config.write_text(config.read_text() + f'\n[lab]\nbackend = "qemu"\n[lab.qemu]\nimage = "{IMAGE}"\nboot = "network"\n')
+    runs, tcp_mem = tmp_path / "runs", TCP_MEM.read_text()
+    run = subprocess.Popen(_argv(config), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        wait_until(lambda: bool(list(runs.glob("*/cells/*/trial-1/raw/tcpinfo-S1.jsonl"))) or run.poll() is not None,
+                   900, interval=0.5, what="the trial's flow")
+        assert run.poll() is None, "the run ended before it could be killed"
+        (tag,) = [m.tag for m in live_markers() if m.pid == run.pid]
+        journal = [json.loads(line) for line in (STATE_DIR / f"{tag}.pids").read_text().splitlines()]
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait(timeout=10)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    started = [(e["pid"], e["start"], e["label"]) for e in journal if e.get("start") is not None]
+    assert {"qemu S1", "qemu D1", "qemu R1", "qemu R2"} <= {label for _, _, label in started}, started
+    assert [n for n in our_namespaces() if n == f"lh-q{run.pid}"]            # the fleet outlived its run
+
+    cleaned = subprocess.run([sys.executable, "-m", "longhaul.appliance.cli", "clean"], capture_output=True,
+                             text=True, timeout=300)
+    print(cleaned.stdout, cleaned.stderr[-2000:], file=sys.stderr)
+    assert cleaned.returncode == 0, cleaned.stderr[-3000:]
+    assert [(pid, label) for pid, start, label in started if start_ticks(pid) == start] == []
+    assert not [n for n in our_namespaces() if n.startswith("lh-q")]
+    assert not list(Path("/tmp").glob(f"lh-ssh-{run.pid}-*"))
+    assert TCP_MEM.read_text() == tcp_mem
+    assert list(runs.glob("*/cells/*/trial-1/raw/tcpinfo-S1.jsonl"))        # its partial results kept
