@@ -138,10 +138,10 @@ class HostsLab:
                  features: HostsFeatures, procs: ProcessTable, cleanup: CleanupStack, workdir: Path, via=None,
                  backend: str = "ssh", compensate_path: bool = True, undo: UndoJournal | None = None):
         """undo: where each change's undo is written before the change (undo.py), for `longhaul
-        clean` after a run that ran no teardown. compensate_path: take the path's own floor off the delay the routers add; an emulated
-        path has none to take (VMs under TCG: its least RTT read 2.0-3.1 ms when a lab was built and
-        1.25 ms later, so a 20 ms path carried echoes at 18.1 ms); its RTT is then the configured
-        one plus what the emulated hops take, never less."""
+        clean` after a run that ran no teardown. compensate_path: take the path's own floor off the
+        delay the routers add; an emulated path has none to take (VMs under TCG: its least RTT read
+        2.0-3.1 ms when a lab was built and 1.25 ms later, so a 20 ms path carried echoes at 18.1
+        ms); its RTT is then the configured one plus what the emulated hops take, never less."""
         self.compensate_path = compensate_path
         self.undo = undo
         self.inventory, self.topo, self.names = inventory, topo, names

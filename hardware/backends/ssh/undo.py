@@ -33,7 +33,7 @@ SUFFIX = ".undo"
 
 @dataclass(frozen=True)
 class Undo:
-    lab: str            # the lab's tag: a run builds a lab per topology
+    lab: str            # "<session>/<lab tag>": a run builds a lab per topology, a resume anew
     host: str           # the lab's name for it (S1, R2, ...)
     machine: str        # the inventory's
     what: str
