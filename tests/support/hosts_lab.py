@@ -175,7 +175,9 @@ class RealLab:
 
     def assert_as_found(self, before: dict) -> None:
         """sysctls, root qdiscs and delay-line rules as before; no processes of the run anywhere."""
-        assert host_state(self.ns) == before
+        state = host_state(self.ns)
+        assert state == before, {k: {"before": before.get(k), "now": state.get(k)}
+                                 for k in before.keys() | state.keys() if before.get(k) != state.get(k)}
         wait_until(lambda: not any(host_leftovers(self.ns[h], self.sshds[h]) for h in HOSTS)
                    and not host_leftovers(self.controller, None), 10, interval=0.2,
                    what="the run's processes to end")

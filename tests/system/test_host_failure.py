@@ -131,7 +131,9 @@ def test_on_host_failure_continue_finishes_the_other_cells_and_clean_restores_th
     # the sender came back as the first lab left it; `longhaul clean` puts it back as found
     cleaned = subprocess.run(["ip", "netns", "exec", real_lab.controller, sys.executable, "-m",
                               "longhaul.appliance.cli", "clean"], capture_output=True, text=True, timeout=180)
+    print(cleaned.stdout, cleaned.stderr[-2000:])
     assert cleaned.returncode == 0 and "S1 (S1): restore sysctls" in cleaned.stdout, cleaned.stdout + cleaned.stderr
+    assert "could not" not in cleaned.stdout, cleaned.stdout
     real_lab.assert_as_found(before)
 
     resumed = subprocess.run([*real_lab.argv(config)[:-2], "--resume", str(run_dir)], cwd=tmp_path,
