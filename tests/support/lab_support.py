@@ -50,6 +50,19 @@ PATIENT_VERIFY = "attempts = 6\nretry_pause_s = 8"
 # A lab of VMs under TCG (config-vm.toml says why): the emulated hops' time adds to the idle RTT (a
 # TCG lab takes none of it off the routers' delay: it is no floor, hardware/backends/ssh/lab.py), and
 # the router's own clock and shaper jitter by a few per cent over a short probe.
+def journal_of(pid: int) -> list[tuple[int, int]]:
+    """(pid, start time) of each process that the live run `pid` journaled (hardware/run_marker.py):
+    what `longhaul clean` must end after a SIGKILL, found by pid and start time, not by name."""
+    import json
+
+    from longhaul.hardware import run_marker
+
+    (tag,) = [m.tag for m in run_marker.live_markers() if m.pid == pid]
+    journal = run_marker.STATE_DIR / f"{tag}.pids"
+    lines = journal.read_text().splitlines() if journal.exists() else []      # none started yet
+    return [(e["pid"], e["start"]) for e in map(json.loads, lines) if e.get("start") is not None]
+
+
 def tcg_verify(rtt_tolerance_ms: float = 15) -> str:
     return PATIENT_VERIFY + f"\nrtt_tolerance_ms = {rtt_tolerance_ms:g}\nrate_tolerance_pct = 10\nrate_probe_s = 6"
 

@@ -6,7 +6,6 @@ its start time) and a process-tree diff of each host (everything but its init an
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from hosts_lab import HOSTS, PROFILE, host_state
+from lab_support import journal_of
 from ssh_lab import host_leftovers
 
 from longhaul.hardware import run_marker
@@ -23,19 +23,6 @@ from longhaul.hardware.executors.process import start_ticks, wait_until
 from longhaul.hardware.tcp_mem import TCP_MEM
 
 pytestmark = pytest.mark.lab
-
-
-def _marker_of(pid: int) -> str | None:
-    """The run tag whose marker names `pid` (`ip netns exec` execs: the run keeps the pid we started)."""
-    for marker in run_marker.live_markers():
-        if marker.pid == pid:
-            return marker.tag
-    return None
-
-
-def _journal(tag: str) -> list[tuple[int, int]]:
-    entries = [json.loads(line) for line in (run_marker.STATE_DIR / f"{tag}.pids").read_text().splitlines()]
-    return [(e["pid"], e["start"]) for e in entries if e.get("start") is not None]
 
 
 def _on_hosts(lab) -> dict[str, list[str]]:
@@ -55,9 +42,9 @@ def test_sigkill_mid_trial_then_clean_ends_every_process_and_restores_every_host
             found = list((tmp_path / "runs").glob("*/cells/*/trial-1/raw/tcpinfo-S1.jsonl"))
             return bool(found) and len(found[0].read_text().splitlines()) >= 10
         wait_until(flowing, 120, interval=0.2, what="the trial's flow")
-        tag = _marker_of(run.pid)
-        assert tag is not None, run_marker.live_markers()
-        journal = _journal(tag)
+        # `ip netns exec` execs: the run keeps the pid we started
+        (tag,) = [m.tag for m in run_marker.live_markers() if m.pid == run.pid]
+        journal = journal_of(run.pid)
         during = _on_hosts(real_lab)
         changed = host_state(real_lab.ns)
         os.kill(run.pid, signal.SIGKILL)               # the controller only: its ssh clients live on

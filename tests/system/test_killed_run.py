@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from lab_support import our_namespaces, our_netns_etc, requires_lab, write_lab_config
+from lab_support import journal_of, our_namespaces, our_netns_etc, requires_lab, write_lab_config
 
-from longhaul.hardware import run_marker
 from longhaul.hardware.executors.process import start_ticks
 from longhaul.hardware.tcp_mem import TCP_MEM
 
@@ -60,14 +59,6 @@ def _processes_naming(text: str) -> list[str]:
             if text in args:
                 found.append(f"{proc.name}: {args[:160]}")
     return found
-
-
-def _journal_of(pid: int) -> list[tuple[int, int]]:
-    """(pid, start time) of every process the run's journal names (hardware/run_marker.py)."""
-    (tag,) = [m.tag for m in run_marker.live_markers() if m.pid == pid]
-    journal = run_marker.STATE_DIR / f"{tag}.pids"
-    lines = journal.read_text().splitlines() if journal.exists() else []      # none started yet
-    return [(e["pid"], e["start"]) for e in map(json.loads, lines) if e.get("start") is not None]
 
 
 def _iptables() -> str:
@@ -119,7 +110,7 @@ def _kill_and_clean(tmp_path, config, runs, when, point, rules, tcp_mem) -> None
             assert _processes_naming("/run/netns/lh-"), "the machine's tcp_info probe was not running at the kill"
         # the session raised this machine's TCP memory for its 1 GB buffers (hardware/tcp_mem.py)
         assert TCP_MEM.read_text().split() != tcp_mem.split()
-        journal = _journal_of(run.pid)
+        journal = journal_of(run.pid)
         os.kill(run.pid, signal.SIGKILL)          # the run's own process only: its children live on
         run.wait(timeout=10)
     finally:
