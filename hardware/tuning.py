@@ -7,7 +7,16 @@ are raised; the sockets still autotune up to them (iperf3 gets -w only for expli
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
+
+from longhaul.hardware.verdicts import KERNEL_SH, kernel_feature, kernel_lines
+
+# The kernel's TCP congestion controls that Linux builds as modules (net/ipv4/tcp_<name>.c): what a
+# machine's preflight looks for beyond the registered ones (a stock Debian kernel registers reno
+# and cubic, and loads htcp or scalable only when asked for them)
+KERNEL_CCA_MODULES = ("bbr", "bic", "cdg", "dctcp", "highspeed", "htcp", "hybla", "illinois", "lp", "nv",
+                      "scalable", "vegas", "veno", "westwood", "yeah")
 
 # Seed 001 section 2: default ~244 KB (left to the kernel), normal 256 MB, large 1 GB.
 BUFFER_BYTES = {"normal": 256 * 2**20, "large": 2**30}
@@ -19,6 +28,23 @@ def buffer_limit(buffer) -> int | None:
     if isinstance(buffer, int):
         return buffer
     return BUFFER_BYTES[buffer]
+
+
+def loadable_ccas(found: str) -> tuple[str, ...]:
+    """The congestion controls KERNEL_SH's output (`tcp TCP_CONG <names>`) finds as module files not
+    yet loaded."""
+    return tuple(name for name, evidence in kernel_lines(found).items()
+                 if kernel_feature(evidence)[0] == "loadable")
+
+
+def local_loadable_ccas(names: tuple[str, ...] = KERNEL_CCA_MODULES) -> tuple[str, ...]:
+    """This machine's: what a run may load (modprobe tcp_<name>) for a cell that names it."""
+    try:
+        done = subprocess.run(["sh", "-c", KERNEL_SH, "sh", "tcp", "TCP_CONG", *names],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return loadable_ccas(done.stdout)
 
 
 def host_sysctls(cca: str, buffer, allowed_ccas: list[str], may_allow: bool = False) -> dict[str, str]:

@@ -14,6 +14,7 @@ from longhaul.core.errors import ConfigError, SettingError
 from longhaul.core.model import Strict
 from longhaul.core.tomlsource import load
 from longhaul.core.validation import validate
+from longhaul.hardware import host_watch
 from longhaul.hardware.backends.base import Backend
 from longhaul.hardware.backends.registry import BACKENDS
 
@@ -31,6 +32,16 @@ class StoreSection(Strict):
     influx: InfluxSettings | None = None   # a second store (docs/telemetry.md); the files are always written
 
 
+class HostCheck(Strict):
+    """How a trial watches its remote hosts (hardware/host_watch.py): each is asked to answer every
+    period_s, given timeout_s; after `misses` unanswered checks in a row it is lost, so a host that
+    went is named within about misses x (period_s + timeout_s)."""
+
+    period_s: float = Field(host_watch.PERIOD_S, gt=0, le=300)
+    timeout_s: float = Field(host_watch.TIMEOUT_S, gt=0, le=300)
+    misses: int = Field(host_watch.MISSES, ge=1, le=20)
+
+
 class RunSection(Strict):
     profiles: list[str] = Field(["quickstart"], min_length=1)
     profile_dir: str = "profiles"
@@ -40,6 +51,7 @@ class RunSection(Strict):
     seed: int | None = Field(None, ge=0)
     # a lab host lost during a trial (appliance/run/runner.py): end the run, or go on without it
     on_host_failure: Literal["stop", "continue"] = "stop"
+    host_check: HostCheck = HostCheck()
 
 
 class ReportSection(Strict):

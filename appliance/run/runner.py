@@ -21,7 +21,7 @@ from longhaul.appliance.config.profiles import CellSpec
 from longhaul.appliance.run.jobs import Job, PlannedCell, plan, schedule
 from longhaul.appliance.run.phases import Phases
 from longhaul.appliance.run.preflight import check_lab, check_tools, needs_of, with_fallbacks
-from longhaul.appliance.run.trial import Chooser, run_trial
+from longhaul.appliance.run.trial import Chooser, run_trial, watch_hosts
 from longhaul.appliance.run.verify import pair_rtts, rtt_problems, shared, verify
 from longhaul.collectors.live.fingerprint import lab_fingerprint
 from longhaul.collectors.live.telegraf import TelegrafFleet
@@ -40,7 +40,6 @@ from longhaul.core.paths import REPO
 from longhaul.hardware.backends.base import Lab, LabSpec, LinkSettings, RunContext, Session
 from longhaul.hardware.cleanup import CleanupStack, Interrupted, signals_raise
 from longhaul.hardware.executors.process import ProcessTable
-from longhaul.hardware.host_watch import HostWatch
 
 log = logging.getLogger(__name__)
 
@@ -198,9 +197,10 @@ class Runner:
             try:
                 try:
                     trial = run_trial(lab, spec, job.trial, trial_dir, idle, live.chained(self.progress.tick),
-                                      self.choosers(spec) if self.choosers else None, phases=self.phases)
+                                      self.choosers(spec) if self.choosers else None, phases=self.phases,
+                                      host_check=self.config.data.run.host_check)
                 except (TimeoutError, RuntimeError) as exc:      # the trial's set-up failed: a host gone is why?
-                    lost = HostWatch({h.name: lab.executor(h.name) for h in lab.topo.hosts}).settle()
+                    lost = watch_hosts(lab, self.config.data.run.host_check).settle()
                     if not lost:
                         raise
                     self._trial_ended(spec, entry, store, remaining, ok=False, error=str(exc))

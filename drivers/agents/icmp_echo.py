@@ -122,6 +122,9 @@ def measure(target: str, count: int, period_ms: float, timeout_ms: int) -> dict:
             ident = sock.getsockname()[1]
         payload = bytes(PAYLOAD_BYTES)
         _warm_up(sock, family, address, ident, raw, count, payload, timeout_ms)
+        # built before any request's clock starts: a checksum computed in Python inside an
+        # emulated VM between the stamp and the send would count in the round trip
+        requests = [request(family, ident, k, payload) for k in range(count)]
         sent: list[int | None] = [None] * count
         got: list[float | None] = [None] * count
         start = time.monotonic()
@@ -131,7 +134,7 @@ def measure(target: str, count: int, period_ms: float, timeout_ms: int) -> dict:
             now = time.monotonic()
             if k < count and now >= start + k * period_ms / 1000:
                 sent[k] = time.time_ns()
-                sock.sendto(request(family, ident, k, payload), address)
+                sock.sendto(requests[k], address)
                 k += 1
                 continue
             if k == count and now >= start + (count - 1) * period_ms / 1000 + timeout_ms / 1000:

@@ -349,6 +349,45 @@ def test_a_host_lost_as_its_trial_starts_is_named_and_the_run_stops(tmp_path, mo
     assert cell["trials"][0]["lost_hosts"] == ["S1"] and cell["trials"][0]["status"] == "failed"
 
 
+def test_the_host_check_is_the_configured_one(tmp_path, monkeypatch):
+    """[run] host_check: S1 stops answering once its trial runs; the watch asks every 0.05 s, gives
+    each check 0.05 s and names S1 lost after three misses, well before the probe's 2.5 s end."""
+    from longhaul.core.errors import RunError
+
+    def alive(self, timeout):
+        assert timeout == 0.05
+        return not (self.name == "S1" and getattr(self.lab, "trial_started", False))
+
+    real_start = FakeExecutor.start
+
+    def start(self, argv, label="", stdout=None, stderr=None):
+        if label == "fping-bursts":
+            self.lab.trial_started = True
+        return real_start(self, argv, label, stdout, stderr)
+
+    monkeypatch.setattr(FakeExecutor, "start", start)
+    monkeypatch.setattr(FakeExecutor, "remote", True)
+    monkeypatch.setattr(FakeExecutor, "alive", alive, raising=False)
+    monkeypatch.setattr(FakeExecutor, "fence", lambda self, why: setattr(self, "lost", why), raising=False)
+    use_fake_backend(monkeypatch, FakeBackend())
+    path = write_fake_config(tmp_path, TINY_PROFILE.replace("repeats = 2", "repeats = 1") + "\n[probe]\nduration_s = 2.5\n")
+    path.write_text(path.read_text().replace("[run]\n", "[run]\nhost_check = { period_s = 0.05, timeout_s = 0.05, misses = 3 }\n"))
+    with pytest.raises(RunError, match="S1 lost in trial 1"):
+        Runner(load_config(path), quiet()).run()
+    (run_dir,) = [p.parent for p in (tmp_path / "runs").glob("*/summary.json")]
+    (cell,) = json.loads((run_dir / "summary.json").read_text())["cells"]
+    assert "(3 checks of 0.05 s)" in cell["trials"][0]["error"], cell["trials"][0]["error"]
+
+
+def test_a_host_check_that_never_misses_is_refused_before_anything_starts(tmp_path):
+    from longhaul.core.errors import ConfigError
+
+    path = write_fake_config(tmp_path)
+    path.write_text(path.read_text().replace("[run]\n", "[run]\nhost_check = { misses = 0 }\n"))
+    with pytest.raises(ConfigError, match=r"misses"):
+        load_config(path)
+
+
 def test_a_trial_under_way_is_in_the_store_second_by_second_and_its_view_goes_when_it_is_stored(tmp_path, monkeypatch):
     """live.csv: what the console's live page reads while a trial runs (collectors/store/live_rows.py)."""
     from longhaul.collectors.store.live_rows import load_live

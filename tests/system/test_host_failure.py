@@ -40,14 +40,20 @@ def _freeze(lab: RealLab, host: str, state: str) -> None:
 FAULTS = {"cut": _links, "frozen": _freeze}     # fault(lab, host, "down" | "up")
 
 
+# a lab of namespaces answers in milliseconds: checks every 2 s, each given 3 s, lost after two
+# misses (within 2 x (2 + 3) s) instead of the default's 26 s, so the flows need not outlast that
+HOST_CHECK = 'profiles = ["hl"]\nhost_check = { period_s = 2, timeout_s = 3, misses = 2 }'
+
+
 def _others(state: dict, lost: str) -> dict:
     return {k: v for k, v in state.items() if k.split(":")[0] != lost}
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_a_sender_lost_mid_trial_is_named_the_rest_restored_and_resume_finishes(real_lab, tmp_path, fault):  # noqa: F811
-    config = real_lab.config(tmp_path, PROFILE.replace("duration_s = 5", "duration_s = 40"))
-    config.write_text(config.read_text().replace("attempts = 6", "enabled = false\nattempts = 6"))
+    config = real_lab.config(tmp_path, PROFILE.replace("duration_s = 5", "duration_s = 30"))
+    config.write_text(config.read_text().replace("attempts = 6", "enabled = false\nattempts = 6")
+                      .replace('profiles = ["hl"]', HOST_CHECK))
     before = host_state(real_lab.ns)
     proc = subprocess.Popen(real_lab.argv(config), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
@@ -65,7 +71,7 @@ def test_a_sender_lost_mid_trial_is_named_the_rest_restored_and_resume_finishes(
         FAULTS[fault](real_lab, "S1", "up")
     print(err[-3000:], file=sys.stderr)
     assert proc.returncode == 1, err[-3000:]
-    assert took < 45, took            # lost within 2 x (5 + 8) s, the rest torn down: not the flow's 40 s
+    assert took < 20, took            # lost within 2 x (2 + 3) s, the rest torn down: not the flow's 27 s left
     assert "S1 (S1) lost in trial 1" in err and "--resume" in err, err[-2000:]
     (run_dir,) = (p.parent for p in (tmp_path / "runs").glob("*/manifest.json"))   # a failed run prints none
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -96,7 +102,7 @@ def test_on_host_failure_continue_finishes_the_other_cells_and_clean_restores_th
     profile = PROFILE.replace("duration_s = 5", "duration_s = 12").replace("rtt_ms = 20", "rtt_ms = [20, 30]")
     config = real_lab.config(tmp_path, profile)
     config.write_text(config.read_text().replace("attempts = 6", "enabled = false\nattempts = 6")
-                      .replace('profiles = ["hl"]', 'profiles = ["hl"]\non_host_failure = "continue"'))
+                      .replace('profiles = ["hl"]', HOST_CHECK + '\non_host_failure = "continue"'))
     before = host_state(real_lab.ns)
     proc = subprocess.Popen(real_lab.argv(config), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from longhaul.appliance.config.load import HostCheck
 from longhaul.appliance.config.profiles import CellSpec
 from longhaul.appliance.run.phases import Phases
 from longhaul.appliance.run.trial import endpoints
@@ -35,19 +36,21 @@ from longhaul.collectors.live.tcp_memory import PressureMeter
 from longhaul.collectors.store.records import TrialSummary
 from longhaul.hardware.host_watch import HostLost, HostWatch
 
-__all__ = ["BASE_PORT", "PORTS_PER_FLOW", "Chooser", "Trial", "run_trial"]
+__all__ = ["BASE_PORT", "PORTS_PER_FLOW", "Chooser", "Trial", "run_trial", "watch_hosts"]
 
 
 def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: float | None,
-              on_tick=None, choosers: dict[str, Chooser] | None = None, *, phases: Phases) -> TrialSummary:
-    """phases: where the trial's time goes (the runner's, for the manifest)."""
+              on_tick=None, choosers: dict[str, Chooser] | None = None, *, phases: Phases,
+              host_check: HostCheck = HostCheck()) -> TrialSummary:
+    """phases: where the trial's time goes (the runner's, for the manifest); host_check: how its
+    remote hosts are watched ([run] host_check)."""
     memory = PressureMeter({h.name: lab.executor(h.name) for h in lab.topo.hosts if h.role in ("sender", "receiver")})
     with phases("trial set-up"):
         trial = set_up(lab, spec, trial_no, trial_dir, idle_rtt_ms, choosers or {})
         memory.start()      # before the trial's clock: on SSH hosts a read takes a round trip or more
     trial.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.monotonic() + trial.offset_s
-    with StealMeter() as steal, HostWatch({h.name: lab.executor(h.name) for h in lab.topo.hosts}) as watch:
+    with StealMeter() as steal, watch_hosts(lab, host_check) as watch:
         try:
             trial.probe.start(t0)           # a host lost as its probe starts is named like one lost later
             trial.sampler.start(t0)
@@ -68,6 +71,11 @@ def run_trial(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: 
     summary = summarise(trial)
     phases.add("trial wind-down", time.monotonic() - wind_down)
     return summary
+
+
+def watch_hosts(lab, check: HostCheck) -> HostWatch:
+    return HostWatch({h.name: lab.executor(h.name) for h in lab.topo.hosts}, check.period_s, check.timeout_s,
+                     check.misses)
 
 
 def set_up(lab, spec: CellSpec, trial_no: int, trial_dir: Path, idle_rtt_ms: float | None,

@@ -12,7 +12,7 @@ from longhaul.core.model import Strict
 from longhaul.hardware import bpf_ccas, run_marker, tcp_mem
 from longhaul.hardware.backends.base import LabNeeds, LabSpec, Readiness, RunContext
 from longhaul.hardware.backends.netns import leftovers as netns_leftovers
-from longhaul.hardware.backends.netns.features import Features, detect
+from longhaul.hardware.backends.netns.features import Features, detect, load_modules
 from longhaul.hardware.backends.netns.lab import NetnsLab
 from longhaul.hardware.cleanup import CleanupStack
 from longhaul.hardware.delayline import helper as delayline
@@ -86,6 +86,10 @@ class NetnsBackend:
     @contextmanager
     def session(self, configured, needs: LabNeeds, ctx: RunContext):
         features = preflight()
+        try:
+            features = load_modules(features, needs.ccas)
+        except RuntimeError as exc:
+            raise PreflightError(f"preflight failed: {exc}") from None
         # the marker names this run's namespaces, so `longhaul clean` knows whose they are
         # every namespace's sockets draw on this kernel's one tcp_mem (hardware/tcp_mem.py)
         with run_marker.marked(ctx.tag, ctx.run_dir, ctx.procs), bpf_ccas.held(ctx.tag) as bpf, \
@@ -109,6 +113,7 @@ def preflight_table(features: Features) -> Table:
     table.add_row("iptables NFQUEUE", yes(features.nfqueue))
     table.add_row("delay-line helper", features.delayline or "[red]not built[/red]")
     table.add_row("congestion controls", " ".join(features.congestion_controls))
+    table.add_row("loadable (a run loads those it names)", " ".join(features.loadable_ccas) or "none")
     table.add_row("BPF congestion controls", " ".join(features.bpf_ccas) or bpf_ccas.unavailable_reason() or "none built")
     table.add_row("delay will come from", "netem" if features.netem else "userspace delay line (NFQUEUE)")
     return table

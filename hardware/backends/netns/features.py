@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from longhaul.hardware.bpf_ccas import BPF_CCAS, loadable
-from longhaul.hardware.tuning import local_ccas
+from longhaul.hardware.tuning import local_ccas, local_loadable_ccas
 
 TOOLS = ("ip", "tc", "iptables", "iperf3", "fping", "ss", "sysctl")
 
@@ -30,11 +30,16 @@ class Features:
     core_mem_in_netns: bool = True
     # longhaul's BPF congestion controls this machine can register for a run (hardware/bpf_ccas.py)
     bpf_ccas: tuple[str, ...] = ()
+    # the kernel's own that are modules not yet loaded (a stock Debian kernel's htcp, scalable):
+    # a run loads those its cells name (load_modules) and the manifest says which it loaded
+    loadable_ccas: tuple[str, ...] = ()
+    modules_loaded: tuple[str, ...] = ()
 
     @property
     def runnable_ccas(self) -> tuple[str, ...]:
-        """What a cell's flows may name here: the kernel's, and the BPF ones a run registers."""
-        return tuple(dict.fromkeys(self.congestion_controls + self.bpf_ccas))
+        """What a cell's flows may name here: the kernel's, loaded or loadable, and the BPF ones a
+        run registers."""
+        return tuple(dict.fromkeys(self.congestion_controls + self.loadable_ccas + self.bpf_ccas))
 
     @property
     def delay(self) -> str:
@@ -59,6 +64,8 @@ class Features:
         data["delay"] = self.delay
         data["congestion_controls"] = list(self.congestion_controls)
         data["allowed_congestion_controls"] = list(self.allowed_congestion_controls)
+        data["loadable_ccas"] = list(self.loadable_ccas)
+        data["modules_loaded"] = list(self.modules_loaded)
         data["bpf_ccas"] = {name: {"stands_for": BPF_CCAS[name].stands_for, "sha256": BPF_CCAS[name].sha256()}
                             for name in self.bpf_ccas}
         return data
@@ -77,12 +84,12 @@ def detect(delayline_path: Path | None = None) -> Features:
     helper = str(delayline_path) if delayline_path and os.access(delayline_path, os.X_OK) else None
     if not (root and tools["ip"] and tools["tc"]):
         return Features(root, False, False, False, False, local_ccas(), local_ccas("allowed"), tools, helper,
-                        bpf_ccas=loadable())
+                        bpf_ccas=loadable(), loadable_ccas=_loadable())
     scratch = f"lh-probe-{os.getpid()}"
     inns = ["ip", "netns", "exec", scratch]
     if not _ok(["ip", "netns", "add", scratch]):
         return Features(root, False, False, False, False, local_ccas(), local_ccas("allowed"), tools, helper,
-                        bpf_ccas=loadable())
+                        bpf_ccas=loadable(), loadable_ccas=_loadable())
     try:
         _ok(inns + ["ip", "link", "set", "lo", "up"])
         found = {}
@@ -96,4 +103,28 @@ def detect(delayline_path: Path | None = None) -> Features:
     finally:
         _ok(["ip", "netns", "del", scratch])
     return Features(root, found["netem"], found["tbf"], found["htb"], nfqueue, local_ccas(),
-                    local_ccas("allowed"), tools, helper, core_mem, loadable())
+                    local_ccas("allowed"), tools, helper, core_mem, loadable(), _loadable())
+
+
+def _loadable() -> tuple[str, ...]:
+    registered = local_ccas()
+    return tuple(c for c in local_loadable_ccas() if c not in registered)
+
+
+def load_modules(features: Features, wanted) -> Features:
+    """The kernel congestion controls among `wanted` that are modules not yet loaded, loaded
+    (modprobe: a socket naming one does not load it without CAP_SYS_MODULE in its namespace, and
+    the sysctls take only registered ones); left loaded after the run, where sockets may still hold
+    them. RuntimeError naming the module when the kernel refuses it."""
+    modules = []
+    for cca in dict.fromkeys(wanted):
+        if cca in features.loadable_ccas and cca not in features.congestion_controls:
+            done = subprocess.run(["modprobe", f"tcp_{cca}"], capture_output=True, text=True, timeout=60)
+            if done.returncode != 0:
+                raise RuntimeError(f"modprobe tcp_{cca} failed: {done.stderr.strip() or done.returncode}")
+            modules.append(f"tcp_{cca}")
+    if not modules:
+        return features
+    return replace(features, congestion_controls=local_ccas(), allowed_congestion_controls=local_ccas("allowed"),
+                   loadable_ccas=tuple(c for c in features.loadable_ccas if f"tcp_{c}" not in modules),
+                   modules_loaded=features.modules_loaded + tuple(modules))
