@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -9,6 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from longhaul.hardware import run_marker
 
 
 def lab_skip_reason() -> str | None:
@@ -42,6 +45,21 @@ def our_netns_etc() -> list[str]:
     return sorted(p.name for p in base.iterdir() if p.name.startswith("lh-")) if base.is_dir() else []
 
 
+def run_tag(pid: int) -> str:
+    """The tag of the live run whose marker names `pid` (`ip netns exec` execs: the run keeps the
+    pid the test started)."""
+    (tag,) = [m.tag for m in run_marker.live_markers() if m.pid == pid]
+    return tag
+
+
+def journal_of(pid: int) -> list[tuple[int, int]]:
+    """(pid, start time) of each process that the live run `pid` journaled (hardware/run_marker.py):
+    what `longhaul clean` must end after a SIGKILL, found by pid and start time, not by name."""
+    journal = run_marker.STATE_DIR / f"{run_tag(pid)}.pids"
+    lines = journal.read_text().splitlines() if journal.exists() else []      # none started yet
+    return [(e["pid"], e["start"]) for e in map(json.loads, lines) if e.get("start") is not None]
+
+
 # This VM shares its host: when the hypervisor is oversubscribed it takes 30-50 % of the CPU time
 # for a minute or more, and the shaper and delay line fall behind (a verification then rightly
 # refuses the cell, naming the steal). Tests ride such a spell out with more and longer retries
@@ -50,19 +68,6 @@ PATIENT_VERIFY = "attempts = 6\nretry_pause_s = 8"
 # A lab of VMs under TCG (config-vm.toml says why): the emulated hops' time adds to the idle RTT (a
 # TCG lab takes none of it off the routers' delay: it is no floor, hardware/backends/ssh/lab.py), and
 # the router's own clock and shaper jitter by a few per cent over a short probe.
-def journal_of(pid: int) -> list[tuple[int, int]]:
-    """(pid, start time) of each process that the live run `pid` journaled (hardware/run_marker.py):
-    what `longhaul clean` must end after a SIGKILL, found by pid and start time, not by name."""
-    import json
-
-    from longhaul.hardware import run_marker
-
-    (tag,) = [m.tag for m in run_marker.live_markers() if m.pid == pid]
-    journal = run_marker.STATE_DIR / f"{tag}.pids"
-    lines = journal.read_text().splitlines() if journal.exists() else []      # none started yet
-    return [(e["pid"], e["start"]) for e in map(json.loads, lines) if e.get("start") is not None]
-
-
 def tcg_verify(rtt_tolerance_ms: float = 15) -> str:
     return PATIENT_VERIFY + f"\nrtt_tolerance_ms = {rtt_tolerance_ms:g}\nrate_tolerance_pct = 10\nrate_probe_s = 6"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from hosts_lab import HOSTS, PROFILE, host_state
-from lab_support import journal_of
+from lab_support import journal_of, run_tag
 from ssh_lab import host_leftovers
 
 from longhaul.hardware import run_marker
@@ -42,9 +42,7 @@ def test_sigkill_mid_trial_then_clean_ends_every_process_and_restores_every_host
             found = list((tmp_path / "runs").glob("*/cells/*/trial-1/raw/tcpinfo-S1.jsonl"))
             return bool(found) and len(found[0].read_text().splitlines()) >= 10
         wait_until(flowing, 120, interval=0.2, what="the trial's flow")
-        # `ip netns exec` execs: the run keeps the pid we started
-        (tag,) = [m.tag for m in run_marker.live_markers() if m.pid == run.pid]
-        journal = journal_of(run.pid)
+        tag, journal = run_tag(run.pid), journal_of(run.pid)
         during = _on_hosts(real_lab)
         changed = host_state(real_lab.ns)
         os.kill(run.pid, signal.SIGKILL)               # the controller only: its ssh clients live on

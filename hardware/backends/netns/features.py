@@ -84,12 +84,12 @@ def detect(delayline_path: Path | None = None) -> Features:
     helper = str(delayline_path) if delayline_path and os.access(delayline_path, os.X_OK) else None
     if not (root and tools["ip"] and tools["tc"]):
         return Features(root, False, False, False, False, local_ccas(), local_ccas("allowed"), tools, helper,
-                        bpf_ccas=loadable(), loadable_ccas=_loadable())
+                        bpf_ccas=loadable(), loadable_ccas=local_loadable_ccas())
     scratch = f"lh-probe-{os.getpid()}"
     inns = ["ip", "netns", "exec", scratch]
     if not _ok(["ip", "netns", "add", scratch]):
         return Features(root, False, False, False, False, local_ccas(), local_ccas("allowed"), tools, helper,
-                        bpf_ccas=loadable(), loadable_ccas=_loadable())
+                        bpf_ccas=loadable(), loadable_ccas=local_loadable_ccas())
     try:
         _ok(inns + ["ip", "link", "set", "lo", "up"])
         found = {}
@@ -103,12 +103,7 @@ def detect(delayline_path: Path | None = None) -> Features:
     finally:
         _ok(["ip", "netns", "del", scratch])
     return Features(root, found["netem"], found["tbf"], found["htb"], nfqueue, local_ccas(),
-                    local_ccas("allowed"), tools, helper, core_mem, loadable(), _loadable())
-
-
-def _loadable() -> tuple[str, ...]:
-    registered = local_ccas()
-    return tuple(c for c in local_loadable_ccas() if c not in registered)
+                    local_ccas("allowed"), tools, helper, core_mem, loadable(), local_loadable_ccas())
 
 
 def load_modules(features: Features, wanted) -> Features:
